@@ -1,0 +1,29 @@
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+#include "../include/kazeia.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "kazeia " KZ_VERSION_STRING " - GGUF inference engine for Qwen3.5 / Qwen3\n"
+            "usage: kazeia <command> [options]\n"
+            "  run       -m MODEL.gguf -p PROMPT   generate a chat answer (streams to stdout)\n"
+            "  info      MODEL.gguf                architecture, hparams, tensor table\n"
+            "  logits    -m MODEL.gguf --tokens ..  dump logits for a token sequence (testing)\n"
+            "  tokenize  -m MODEL.gguf [-f FILE]    token ids of text (testing)\n"
+            "Run 'kazeia <command> --help' for the options of a command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *c = argv[1];
+    if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(c, "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(c, "logits")) return cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
+    if (!strcmp(c, "--version")) { printf("kazeia %s\n", KZ_VERSION_STRING); return 0; }
+    fprintf(stderr, "kazeia: unknown command '%s'\n", c);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,61 @@
+/* Model (weights + hparams + vocab, immutable after load) and per-sequence state. */
+#ifndef KZ_MODEL_H
+#define KZ_MODEL_H
+#include <stdint.h>
+#include "../include/kazeia.h"
+#include "gguf.h"
+#include "quant.h"
+#include "tokenizer.h"
+#include "threadpool.h"
+
+typedef enum { KZ_ARCH_QWEN3 = 0, KZ_ARCH_QWEN35 = 1 } kz_arch;
+
+typedef struct {
+    kz_arch arch;
+    int n_layer;        /* main layers (block_count - nextn_predict_layers) */
+    int n_embd, n_ff, n_vocab, n_ctx_train;
+    int n_head, n_head_kv, head_dim, n_rot;
+    float rms_eps, rope_base;
+    int full_attn_interval; /* qwen35 */
+    int ssm_d_conv, ssm_d_state, ssm_n_k_heads, ssm_n_v_heads, ssm_d_inner, ssm_head_v_dim;
+} kz_hparams;
+
+typedef struct {
+    int is_gdn;
+    const float *attn_norm, *post_norm;     /* [n_embd] */
+    kz_wmat ffn_gate, ffn_up, ffn_down;
+    /* full attention */
+    kz_wmat wq, wk, wv, wo;
+    const float *q_norm, *k_norm;           /* [head_dim] */
+    /* gated delta net */
+    kz_wmat wqkv, wgate, wbeta, walpha, wssm_out;
+    const float *conv1d;                    /* [conv_dim][d_conv] */
+    const float *dt_bias, *ssm_a;           /* [n_v_heads] */
+    const float *ssm_norm;                  /* [head_v_dim] */
+} kz_layer;
+
+struct kz_model {
+    kz_gguf *gguf;
+    kz_hparams hp;
+    kz_tokenizer *tok;
+    kz_layer *layers;
+    kz_wmat tok_embd, output;
+    const float *output_norm;
+    float *f32_pool;        /* owned f32 copies of small 1-D tensors stored as F16/BF16 */
+    int n_threads;
+    char arch_name[16];
+};
+
+/* Per-sequence state: KV cache, GDN conv + recurrent states, scratch, worker pool. */
+typedef struct kz_seq kz_seq;
+kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_kv_type kv,
+                   char *err, size_t errlen);
+void kz_seq_free(kz_seq *s);
+void kz_seq_reset(kz_seq *s);
+int kz_seq_n_past(const kz_seq *s);
+int kz_seq_n_ctx(const kz_seq *s);
+/* Append n tokens (any n >= 1; split internally into n_batch chunks).
+ * logits: NULL, or want_all ? n*n_vocab : n_vocab floats. 0 ok, -1 error (message in err). */
+int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float *logits,
+               int want_all, char *err, size_t errlen);
+#endif

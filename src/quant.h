@@ -1,0 +1,41 @@
+/* Weight types used for compute: scalar reference dequantize / quantize / dot.
+ * Matmul scheme (as llama.cpp, so results match real GGUF semantics): activations are
+ * converted to the weight type's "activation type" (F32->F32, F16->F16, BF16->BF16,
+ * Q8_0/Q4_0 -> Q8_0 blocks), then each row dot is computed in that domain. */
+#ifndef KZ_QUANT_H
+#define KZ_QUANT_H
+#include <stddef.h>
+#include <stdint.h>
+#include "threadpool.h"
+
+/* 1 if the type can be used as a matmul weight / dequantized */
+int kz_type_compute_ok(uint32_t type);
+/* dequantize n elements (n multiple of block size); returns 0, -1 if unsupported */
+int kz_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
+/* quantize n floats into type (F32/F16/BF16/Q8_0/Q4_0 reference quantizers as llama-quantize);
+ * returns bytes written or 0 if unsupported */
+size_t kz_quant_row(uint32_t type, const float *src, void *dst, int64_t n);
+
+/* activation type for a weight type, and bytes needed for one converted activation row */
+uint32_t kz_act_type(uint32_t wtype);
+size_t kz_act_row_bytes(uint32_t wtype, int64_t n);
+/* convert one f32 activation row into the activation format of wtype */
+void kz_act_convert(uint32_t wtype, const float *x, void *dst, int64_t n);
+/* dot of one weight row (type wtype) with one converted activation row */
+float kz_vec_dot(uint32_t wtype, const void *wrow, const void *act, int64_t n);
+
+/* A weight matrix as stored in GGUF: n_out rows of n_in elements (ne[0]=n_in). */
+typedef struct {
+    uint32_t type;
+    int64_t n_in, n_out;
+    size_t row_bytes;
+    const void *data;
+} kz_wmat;
+
+/* Y[t][o] = sum_i W[o][i] * X[t][i] for t < n_tok. X: n_tok x n_in f32 (row stride n_in),
+ * Y: n_tok x n_out f32 (row stride ldy, >= n_out). work: >= kz_matmul_work_bytes().
+ * Threads split the output rows. */
+size_t kz_matmul_work_bytes(const kz_wmat *w, int n_tok);
+void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy,
+               void *work);
+#endif

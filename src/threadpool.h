@@ -1,0 +1,19 @@
+/* Persistent worker pool: kz_pool_run(fn) executes fn(arg, ith, nth) on every thread
+ * (the caller is thread 0) and returns when all are done. One pool per context, so two
+ * contexts can compute concurrently. */
+#ifndef KZ_THREADPOOL_H
+#define KZ_THREADPOOL_H
+typedef struct kz_pool kz_pool;
+typedef void (*kz_task_fn)(void *arg, int ith, int nth);
+kz_pool *kz_pool_new(int n_threads); /* n_threads <= 0: online CPUs */
+void kz_pool_free(kz_pool *p);
+int kz_pool_size(const kz_pool *p);
+void kz_pool_run(kz_pool *p, kz_task_fn fn, void *arg);
+/* split [0,n) evenly: thread ith gets [*lo,*hi) */
+static inline void kz_split(long n, int ith, int nth, long *lo, long *hi) {
+    long base = n / nth, rem = n % nth;
+    *lo = ith * base + (ith < rem ? ith : rem);
+    *hi = *lo + base + (ith < rem ? 1 : 0);
+}
+int kz_num_cpus(void);
+#endif
