@@ -57,8 +57,16 @@ test-py: all
 
 test: test-c test-py
 
+# The main job on a fresh machine: a random-weight model with the real Qwen3.5-0.8B shapes (Q4_0),
+# then a streamed generation with prefill/decode speed and peak RSS on stderr.
+DEMO_MODEL ?= $(BUILD)/demo-qwen35-0.8b-q4_0.gguf
+demo: all
+	@test -f $(DEMO_MODEL) || $(BUILD)/kz-mkmodel --arch qwen35 --preset qwen35-0.8b --type q4_0 -o $(DEMO_MODEL)
+	$(BUILD)/kazeia info $(DEMO_MODEL) | head -40
+	$(BUILD)/kazeia run -m $(DEMO_MODEL) -p "Bonjour ! Explique-moi la photosynthèse." -n 32 --no-think --seed 1
+
 clean:
 	rm -rf build build-san
 
-.PHONY: all tests-build test test-c test-py clean
+.PHONY: all tests-build test test-c test-py demo clean
 -include $(DEPS)

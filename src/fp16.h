@@ -7,17 +7,15 @@
 static inline float kz_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t kz_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
+/* Exact half -> float: the half's exponent+mantissa placed in a float's low exponent bits
+ * and scaled by 2^112 rebias normal halves exactly; subnormal halves become float
+ * subnormals m * 2^-136, and the scaling makes them m * 2^-24, also exact (slower on x86
+ * only for those rare inputs). Inf/NaN (exponent 31) keep their payload bits. */
 static inline float kz_fp16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    if (exp == 0) {
-        if (man == 0) return kz_bits_f32(sign);
-        /* subnormal: value = man * 2^-24 */
-        float f = (float)man * 5.9604644775390625e-8f;
-        return sign ? -f : f;
-    }
-    if (exp == 31) return kz_bits_f32(sign | 0x7f800000u | (man << 13));
-    return kz_bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    const uint32_t em = h & 0x7fffu; /* exponent and mantissa */
+    if (em >= 0x7c00u) return kz_bits_f32(sign | 0x7f800000u | ((em & 0x3ffu) << 13));
+    return kz_bits_f32(sign | kz_f32_bits(kz_bits_f32(em << 13) * 0x1.0p112f));
 }
 
 static inline uint16_t kz_f32_to_fp16(float f) {

@@ -22,9 +22,11 @@ typedef struct {
     uint32_t type;      /* KZ_GGUF_* */
     uint32_t arr_type;  /* element type when type == KZ_GGUF_ARR */
     uint64_t n;         /* element count for arrays (1 otherwise) */
-    const uint8_t *data;/* start of the value (after type / array header) inside the mapping */
+    const uint8_t *data;/* start of the value (after type / array header) inside the mapping;
+                         * for STR this is the u64 length field, size = 8 + len */
     uint64_t size;      /* bytes of the value payload */
-    kz_str *strs;       /* for STR and arrays of STR: n validated strings (owned array) */
+    kz_str *strs;       /* for STR and arrays of STR: n validated strings (owned array);
+                         * NULL otherwise (also for nested arrays, which getters do not expose) */
 } kz_gguf_kv;
 
 typedef struct {
@@ -51,7 +53,15 @@ typedef struct kz_gguf {
     /* hash index over tensor names (internal) */
     uint32_t *tindex;
     uint64_t tindex_cap;
+    /* hash index over kv keys (internal) */
+    uint32_t *kindex;
+    uint64_t kindex_cap;
 } kz_gguf;
+
+/* Limits the reader enforces (beyond what the file size allows). */
+#define KZ_GGUF_MAX_NAME 255          /* tensor name bytes */
+#define KZ_GGUF_MAX_COUNT (1u << 20)  /* n_kv and n_tensors each (real models: < 10k) */
+#define KZ_GGUF_MAX_DEPTH 8           /* nesting of array-of-array values */
 
 /* Open + validate. On failure returns NULL and writes a one-line message into err. */
 kz_gguf *kz_gguf_open(const char *path, char *err, size_t errlen);
@@ -69,7 +79,8 @@ int kz_gguf_get_i64(const kz_gguf *g, const char *key, int64_t *out);
 int kz_gguf_get_f32(const kz_gguf *g, const char *key, float *out); /* accepts F32/F64 */
 int kz_gguf_get_bool(const kz_gguf *g, const char *key, int *out);
 int kz_gguf_get_str(const kz_gguf *g, const char *key, kz_str *out);
-/* element i of an integer/float array as int64 / double (bounds-checked); 0 ok, -2 bad */
+/* element i of an array (bounds-checked); 0 ok, -2 bad. arr_i64: integer/bool arrays (u64
+ * elements > INT64_MAX are -2); arr_f64: float arrays, and integer arrays converted. */
 int kz_gguf_arr_i64(const kz_gguf_kv *kv, uint64_t i, int64_t *out);
 int kz_gguf_arr_f64(const kz_gguf_kv *kv, uint64_t i, double *out);
 const char *kz_gguf_type_name(uint32_t vtype);
@@ -90,6 +101,8 @@ int kz_gguf_w_u64(kz_gguf_writer *w, const char *key, uint64_t v);
 int kz_gguf_w_f32(kz_gguf_writer *w, const char *key, float v);
 int kz_gguf_w_bool(kz_gguf_writer *w, const char *key, int v);
 int kz_gguf_w_str(kz_gguf_writer *w, const char *key, const char *s);
+/* any scalar type (KZ_GGUF_U8..I64/F64/BOOL, not STR/ARR); *value holds one LE value */
+int kz_gguf_w_scalar(kz_gguf_writer *w, const char *key, uint32_t vtype, const void *value);
 /* array of scalars: elem_type is KZ_GGUF_*, data holds n packed little-endian values */
 int kz_gguf_w_arr(kz_gguf_writer *w, const char *key, uint32_t elem_type, const void *data, uint64_t n);
 int kz_gguf_w_arr_str(kz_gguf_writer *w, const char *key, const char *const *strs, const uint64_t *lens, uint64_t n);
@@ -101,6 +114,11 @@ int kz_gguf_writer_write_part(kz_gguf_writer *w, const void *data, size_t n);
 int kz_gguf_writer_end_tensor(kz_gguf_writer *w);   /* checks byte count, pads */
 int kz_gguf_writer_write_tensor(kz_gguf_writer *w, const void *data, size_t nbytes);
 int kz_gguf_writer_finish(kz_gguf_writer *w);       /* flush + close; 0 ok */
+/* Errors are sticky: after the first failure every call returns -1 and the message stays.
+ * A file whose writing failed (or that is freed before finish) is removed.
+ * Alignment: writer_new(0) = 32 unless a general.alignment kv (u32 power of two) sets it;
+ * writer_new(N) with a general.alignment kv != N is an error. A non-default alignment without
+ * a general.alignment kv gets one added by begin(). */
 const char *kz_gguf_writer_error(const kz_gguf_writer *w);
 
 #endif

@@ -18,10 +18,16 @@ typedef struct {
     float rms_eps, rope_base;
     int full_attn_interval; /* qwen35 */
     int ssm_d_conv, ssm_d_state, ssm_n_k_heads, ssm_n_v_heads, ssm_d_inner, ssm_head_v_dim;
+    /* derived / extra (forward engineer) */
+    int n_layer_all;        /* block_count, including trailing MTP blocks */
+    int rope_sections[4];   /* qwen35 IMROPE sections (all 0 = plain NEOX) */
+    int ssm_key_dim, ssm_conv_dim; /* n_k_heads*d_state, 2*key_dim + d_inner */
+    int n_attn_layers, n_gdn_layers;
 } kz_hparams;
 
 typedef struct {
     int is_gdn;
+    int state_idx;          /* index among the layers of its kind (KV slot / GDN state slot) */
     const float *attn_norm, *post_norm;     /* [n_embd] */
     kz_wmat ffn_gate, ffn_up, ffn_down;
     /* full attention */

@@ -38,4 +38,22 @@ typedef struct {
 size_t kz_matmul_work_bytes(const kz_wmat *w, int n_tok);
 void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy,
                void *work);
+
+/* ---- kernel table (internal; the one place where per-ISA variants get selected) ----
+ * One entry per compute type: block geometry, dequantize, reference quantize, and the dot
+ * of a weight row with an activation row of type act_type. NULL if the type is unsupported. */
+typedef struct {
+    uint32_t type, act_type;
+    uint32_t blck, bytes;   /* elements / bytes per block */
+    void (*dequant)(const void *src, float *dst, int64_t n);
+    size_t (*quant)(const float *src, void *dst, int64_t n);
+    float (*vec_dot)(const void *wrow, const void *act, int64_t n);
+} kz_qtraits;
+const kz_qtraits *kz_qtraits_get(uint32_t type);
+
+/* Q4_0 reference quantizer with an explicit rounding mode: fused = 0 computes
+ * (float)(x*id) + 8.5f with two roundings (what kz_quant_row uses; bit-identical to gguf-py and
+ * to llama-quantize built without FMA contraction), fused = 1 uses fmaf(x, id, 8.5f) (what
+ * llama-quantize gives when GCC contracts it into an FMA). Returns bytes or 0. */
+size_t kz_quant_q4_0_ref(const float *src, void *dst, int64_t n, int fused);
 #endif

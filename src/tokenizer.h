@@ -22,9 +22,38 @@ int kz_tok_is_eog(const kz_tokenizer *t, int32_t id);
 int kz_tok_is_control(const kz_tokenizer *t, int32_t id);
 int32_t kz_tok_eos(const kz_tokenizer *t);
 
-/* Streaming UTF-8 assembler: never emits half a code point. Invalid sequences become U+FFFD. */
+/* Streaming UTF-8 assembler: never emits half a code point. Invalid sequences become U+FFFD,
+ * one per maximal ill-formed subpart (Python's errors='replace'). Zero-initialise the struct.
+ * Every ill-formed byte can become 3 output bytes, so cap must be >= KZ_UTF8_FEED_CAP(n)
+ * for nothing to be lost (output is cut at cap, never written past it). A complete, valid
+ * input never needs more than n + 4 bytes. */
 typedef struct { unsigned char buf[4]; int n; } kz_utf8_stream;
-/* returns bytes written to out (cap must be >= n + 8) */
+#define KZ_UTF8_FEED_CAP(n) (3 * (size_t)(n) + 8)
+/* returns bytes written to out */
 size_t kz_utf8_feed(kz_utf8_stream *s, const char *in, size_t n, char *out, size_t cap);
+/* pending incomplete sequence -> one U+FFFD; resets the stream; cap >= 3 */
 size_t kz_utf8_flush(kz_utf8_stream *s, char *out, size_t cap);
+
+/* ---- internal, for tests and tools ---- */
+/* Build a tokenizer from plain arrays (what kz_tokenizer_from_gguf does after reading keys).
+ * tokens[i] is the GGUF token text (byte-level encoded for NORMAL tokens), types[i] a
+ * KZ_TOKTYPE_* (NULL: all NORMAL), merges[i] "left right" in rank order. */
+enum { KZ_TOKTYPE_NORMAL = 1, KZ_TOKTYPE_UNKNOWN = 2, KZ_TOKTYPE_CONTROL = 3,
+       KZ_TOKTYPE_USER_DEFINED = 4, KZ_TOKTYPE_UNUSED = 5, KZ_TOKTYPE_BYTE = 6 };
+typedef struct {
+    const char *pre; /* tokenizer.ggml.pre: "qwen2" or "qwen35" */
+    int n_tokens;
+    const kz_str *tokens;
+    const int32_t *types;
+    int n_merges;
+    const kz_str *merges;
+    int32_t eos, bos, pad, eot, eom; /* -1 = absent */
+} kz_tok_spec;
+kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *spec, char *err, size_t errlen);
+/* pre-tokenizer variants */
+enum { KZ_PRE_QWEN2 = 0, KZ_PRE_QWEN35 = 1 };
+/* Split already-normalised text like the variant's regex: writes the end offset of each piece
+ * to ends (up to max), returns the number of pieces. */
+size_t kz_pretokenize(int variant, const char *text, size_t len, size_t *ends, size_t max);
+int kz_tok_variant(const kz_tokenizer *t); /* KZ_PRE_* of a loaded tokenizer */
 #endif

@@ -1,0 +1,222 @@
+/* kazeia run: one chat turn, answer streamed to stdout, stats to stderr. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "cli.h"
+#include "../include/kazeia.h"
+
+static void run_usage(FILE *f) {
+    kz_context_params d = kz_context_default_params();
+    fprintf(f,
+            "usage: kazeia run -m MODEL.gguf -p PROMPT [options]\n"
+            "  -m, --model FILE         GGUF model (qwen35 / qwen3)\n"
+            "  -p, --prompt TEXT        user message\n"
+            "  --system TEXT            system message (default: none)\n"
+            "  -n, --n-predict N        max tokens to generate (default -1: until end of turn or full context)\n"
+            "  --no-think               empty think block (answer directly)\n"
+            "  --temp T                 temperature, <= 0 = greedy (default %g)\n"
+            "  --top-k K                top-k, 0 = off (default %d; only when --temp > 0)\n"
+            "  --top-p P                top-p, 1 = off (default %g)\n"
+            "  --min-p P                min-p, 0 = off (default %g)\n"
+            "  --repeat-penalty R       1 = off (default %g)\n"
+            "  --repeat-last-n N        penalty window, 0 = whole context (default %d)\n"
+            "  --presence-penalty P     0 = off (default %g)\n"
+            "  --frequency-penalty F    0 = off (default %g)\n"
+            "  --seed S                 sampler seed (default %llu; same seed, same output)\n"
+            "  -t, --threads N          worker threads (default: all CPUs)\n"
+            "  -c, --ctx-size N         context size in tokens (default: min(train ctx, 4096))\n"
+            "  -b, --batch-size N       prefill chunk (default 512)\n"
+            "  --kv f32|f16|q8_0        KV cache type (default f16)\n"
+            "  -h, --help               this text\n"
+            "Stats (prompt tokens, prefill/decode speed, generated tokens, peak RSS) go to stderr.\n",
+            (double)d.temperature, d.top_k, (double)d.top_p, (double)d.min_p,
+            (double)d.repeat_penalty, d.repeat_last_n, (double)d.presence_penalty,
+            (double)d.frequency_penalty, (unsigned long long)d.seed);
+}
+
+static int parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "kazeia run: %s expects an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_float(const char *opt, const char *s, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) {
+        fprintf(stderr, "kazeia run: %s expects a number, got '%s'\n", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_u64(const char *opt, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (s[0] == '-') goto bad;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s || *end) goto bad;
+    *out = (uint64_t)v;
+    return 0;
+bad:
+    fprintf(stderr, "kazeia run: %s expects a non-negative integer, got '%s'\n", opt, s);
+    return -1;
+}
+
+/* SIGINT: ask the generation to stop (kz_cancel is a lock-free atomic store, signal-safe);
+ * a second ^C falls back to the default action. */
+static kz_context *g_sig_ctx;
+static void on_sigint(int sig) {
+    (void)sig;
+    if (g_sig_ctx) kz_cancel(g_sig_ctx);
+    signal(SIGINT, SIG_DFL);
+}
+
+typedef struct { int n_pieces; size_t n_bytes; } run_out;
+
+static int print_piece(const char *piece, size_t len, void *ud) {
+    run_out *o = ud;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    o->n_pieces++;
+    o->n_bytes += len;
+    return ferror(stdout) ? 1 : 0; /* closed pipe: stop generating */
+}
+
+static const char *stop_name(kz_stop_reason r) {
+    switch (r) {
+    case KZ_STOP_EOG: return "end of turn";
+    case KZ_STOP_MAX_TOKENS: return "max tokens";
+    case KZ_STOP_CANCELLED: return "cancelled";
+    case KZ_STOP_CTX_FULL: return "context full";
+    default: return "error";
+    }
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *model_path = NULL, *prompt = NULL, *system = NULL;
+    int n_predict = -1, n_threads = 0;
+    kz_context_params cp = kz_context_default_params();
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { run_usage(stdout); return 0; }
+        if (!strcmp(a, "--no-think")) { cp.think = 0; continue; }
+        if (!strcmp(a, "--think")) { cp.think = 1; continue; }
+        /* every other option takes a value */
+        static const char *const with_value[] = {
+            "-m", "--model", "-p", "--prompt", "--system", "-n", "--n-predict", "--temp", "--top-k",
+            "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
+            "--frequency-penalty", "--seed", "-t", "--threads", "-c", "--ctx-size", "-b",
+            "--batch-size", "--kv", NULL};
+        int known = 0;
+        for (int k = 0; with_value[k]; k++) if (!strcmp(a, with_value[k])) known = 1;
+        if (!known) {
+            fprintf(stderr, "kazeia run: unknown option '%s' (see kazeia run --help)\n", a);
+            return 2;
+        }
+        if (i + 1 >= argc) { fprintf(stderr, "kazeia run: option %s needs a value\n", a); return 2; }
+        const char *v = argv[++i];
+        int bad = 0;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--system")) system = v;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) bad = parse_int(a, v, -1, INT_MAX, &n_predict);
+        else if (!strcmp(a, "--temp")) bad = parse_float(a, v, &cp.temperature);
+        else if (!strcmp(a, "--top-k")) bad = parse_int(a, v, 0, INT_MAX, &cp.top_k);
+        else if (!strcmp(a, "--top-p")) {
+            bad = parse_float(a, v, &cp.top_p);
+            if (!bad && (cp.top_p < 0 || cp.top_p > 1)) { fprintf(stderr, "kazeia run: --top-p must be in [0, 1]\n"); bad = 1; }
+        } else if (!strcmp(a, "--min-p")) {
+            bad = parse_float(a, v, &cp.min_p);
+            if (!bad && (cp.min_p < 0 || cp.min_p > 1)) { fprintf(stderr, "kazeia run: --min-p must be in [0, 1]\n"); bad = 1; }
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            bad = parse_float(a, v, &cp.repeat_penalty);
+            if (!bad && cp.repeat_penalty <= 0) { fprintf(stderr, "kazeia run: --repeat-penalty must be > 0 (1 = off)\n"); bad = 1; }
+        } else if (!strcmp(a, "--repeat-last-n")) bad = parse_int(a, v, 0, INT_MAX, &cp.repeat_last_n);
+        else if (!strcmp(a, "--presence-penalty")) bad = parse_float(a, v, &cp.presence_penalty);
+        else if (!strcmp(a, "--frequency-penalty")) bad = parse_float(a, v, &cp.frequency_penalty);
+        else if (!strcmp(a, "--seed")) bad = parse_u64(a, v, &cp.seed);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = parse_int(a, v, 1, 1024, &n_threads);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) bad = parse_int(a, v, 1, INT_MAX, &cp.n_ctx);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) bad = parse_int(a, v, 1, INT_MAX, &cp.n_batch);
+        else if (!strcmp(a, "--kv")) {
+            if (!strcmp(v, "f32")) cp.kv_type = KZ_KV_F32;
+            else if (!strcmp(v, "f16")) cp.kv_type = KZ_KV_F16;
+            else if (!strcmp(v, "q8_0")) cp.kv_type = KZ_KV_Q8_0;
+            else { fprintf(stderr, "kazeia run: --kv expects f32, f16 or q8_0, got '%s'\n", v); bad = 1; }
+        }
+        if (bad) return 2;
+    }
+    if (!model_path) { fprintf(stderr, "kazeia run: missing -m MODEL.gguf (see kazeia run --help)\n"); return 2; }
+    if (!prompt) { fprintf(stderr, "kazeia run: missing -p PROMPT (see kazeia run --help)\n"); return 2; }
+    if (n_predict == 0) { fprintf(stderr, "kazeia run: -n 0 generates nothing; use -n -1 for no limit\n"); return 2; }
+
+    char err[512] = "";
+    kz_model_params mp = kz_model_default_params();
+    mp.n_threads = n_threads;
+    kz_model *m = kz_model_load(model_path, &mp, err, sizeof err);
+    if (!m) {
+        /* the loader's message already names the file */
+        fprintf(stderr, "kazeia run: cannot load model: %s\n", err[0] ? err : model_path);
+        return 1;
+    }
+    cp.n_threads = n_threads;
+    kz_context *c = kz_context_new(m, &cp, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "kazeia run: cannot create context: %s\n", err[0] ? err : "unknown error");
+        kz_model_free(m);
+        return 1;
+    }
+
+    g_sig_ctx = c;
+    signal(SIGINT, on_sigint);
+    run_out o = {0, 0};
+    kz_stats st;
+    int r = kz_generate(c, system, prompt, n_predict, print_piece, &o, &st);
+    signal(SIGINT, SIG_DFL);
+    g_sig_ctx = NULL;
+    if (o.n_bytes > 0 && isatty(STDOUT_FILENO)) { fputc('\n', stdout); fflush(stdout); }
+
+    int rc = 0;
+    if (r != 0) {
+        fprintf(stderr, "kazeia run: %s\n", kz_context_error(c));
+        rc = 1;
+    }
+    if (r != 0 && st.n_prompt == 0 && st.n_gen == 0) { /* nothing ran: no stats to show */
+        kz_context_free(c);
+        kz_model_free(m);
+        return rc;
+    }
+    struct rusage ru;
+    double rss_mib = 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) rss_mib = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
+    double pf = st.t_prefill_ms > 0 ? st.n_prompt * 1e3 / st.t_prefill_ms : 0;
+    double dc = st.t_decode_ms > 0 ? st.n_gen * 1e3 / st.t_decode_ms : 0;
+    fprintf(stderr, "\n");
+    fprintf(stderr, "prompt tokens:    %d (evaluated %d, reused %d)\n", st.n_prompt + st.n_reused,
+            st.n_prompt, st.n_reused);
+    fprintf(stderr, "prefill:          %.2f tok/s (%.1f ms)\n", pf, st.t_prefill_ms);
+    fprintf(stderr, "generated tokens: %d\n", st.n_gen);
+    fprintf(stderr, "decode:           %.2f tok/s (%.1f ms)\n", dc, st.t_decode_ms);
+    fprintf(stderr, "peak RSS:         %.1f MiB\n", rss_mib);
+    fprintf(stderr, "stop:             %s\n", stop_name(st.stop));
+
+    kz_context_free(c);
+    kz_model_free(m);
+    return rc;
+}

@@ -1,0 +1,407 @@
+/* Public context / token / eval / generation API (include/kazeia.h) on top of kz_seq + kz_forward.
+ *
+ * Defaults (kz_context_default_params): greedy decoding (temperature 0) so a plain call is
+ * reproducible; when a caller sets temperature > 0 the filters default to llama.cpp's
+ * (top_k 40, top_p 0.95, min_p 0.05). Penalties are off. Thinking on (model default).
+ *
+ * Token history: c->hist holds exactly the tokens evaluated into the sequence state
+ * (n_hist == kz_seq_n_past). The penalties' window is taken from it, so it includes the prompt
+ * (as llama.cpp does when it feeds prompt tokens to its sampler).
+ *
+ * Prefix reuse: the GDN recurrent state cannot be rewound, so the only reusable state is the
+ * whole current sequence: when the tokens already evaluated are an exact prefix of the new
+ * prompt, only the rest is evaluated (n_reused reports it). That covers kz_eval-primed prefixes
+ * (e.g. a system prompt) and a prompt resubmitted after a cancelled prefill. Anything else resets.
+ * A later state-snapshot API in kz_seq can widen this (see usable_prefix).
+ *
+ * kz_generate: max_tokens <= 0 means no limit (until end of turn or a full context). n_gen
+ * counts every sampled token, the final EOG included; the last sampled token is never
+ * evaluated, so afterwards n_past = prompt + n_gen - 1. Control tokens are not printed. The
+ * sampler is reseeded with params.seed at every call (same prompt + seed -> same text).
+ * Cancellation (kz_cancel or a non-zero callback) is checked before every prefill chunk and
+ * before every sample/eval; the context stays consistent and reusable. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "../include/kazeia.h"
+#include "api.h"
+#include "chat.h"
+#include "model.h"
+#include "sample.h"
+#include "tokenizer.h"
+
+struct kz_context {
+    kz_model *m;
+    kz_seq *seq;
+    kz_context_params p;
+    int n_ctx, n_batch, n_vocab;
+    kz_sampler *smp;
+    int32_t *hist;      /* n_ctx: tokens in the sequence state */
+    int n_hist;
+    float *logits;      /* n_vocab: logits after hist[n_hist-1] when logits_valid */
+    int logits_valid;
+    char *piece;        /* token bytes scratch */
+    size_t piece_cap;
+    atomic_int cancel;
+    char err[512];
+};
+
+static void set_err(kz_context *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ---- tokens ---- */
+
+int kz_tokenize(const kz_model *m, const char *text, size_t len, int parse_special,
+                int32_t *out, int max) {
+    if (!m || !m->tok || (!text && len > 0) || max < 0 || (max > 0 && !out)) return -1;
+    return kz_tok_encode(m->tok, text ? text : "", len, parse_special, out, max);
+}
+
+int kz_token_bytes(const kz_model *m, int32_t tok, char *buf, size_t len) {
+    if (!m || !m->tok || (!buf && len > 0)) return -1;
+    return kz_tok_bytes(m->tok, tok, buf, len);
+}
+
+int kz_token_is_eog(const kz_model *m, int32_t tok) {
+    if (!m || !m->tok) return 0;
+    return kz_tok_is_eog(m->tok, tok);
+}
+
+/* ---- context ---- */
+
+kz_context_params kz_context_default_params(void) {
+    kz_context_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 0;
+    p.n_batch = 0;
+    p.n_threads = 0;
+    p.kv_type = KZ_KV_F16;
+    p.temperature = 0.0f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.0f;
+    p.seed = 0;
+    p.think = 1;
+    return p;
+}
+
+static kz_sampler_params sampler_params(const kz_context_params *p) {
+    kz_sampler_params s;
+    s.temperature = p->temperature;
+    s.top_k = p->top_k;
+    s.top_p = p->top_p;
+    s.min_p = p->min_p;
+    s.repeat_penalty = p->repeat_penalty;
+    s.repeat_last_n = p->repeat_last_n;
+    s.presence_penalty = p->presence_penalty;
+    s.frequency_penalty = p->frequency_penalty;
+    s.seed = p->seed;
+    return s;
+}
+
+static void errw(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+kz_context *kz_context_new(kz_model *m, const kz_context_params *pp, char *err, size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    if (!m) { errw(err, errlen, "kz_context_new: model is NULL"); return NULL; }
+    kz_context_params p = pp ? *pp : kz_context_default_params();
+    if (p.n_ctx < 0) { errw(err, errlen, "n_ctx must be >= 0 (got %d)", p.n_ctx); return NULL; }
+    if (p.n_batch < 0) { errw(err, errlen, "n_batch must be >= 0 (got %d)", p.n_batch); return NULL; }
+    if (p.n_threads < 0) { errw(err, errlen, "n_threads must be >= 0 (got %d)", p.n_threads); return NULL; }
+    if (p.kv_type != KZ_KV_F32 && p.kv_type != KZ_KV_F16 && p.kv_type != KZ_KV_Q8_0) {
+        errw(err, errlen, "unknown kv_type %d (use KZ_KV_F32, KZ_KV_F16 or KZ_KV_Q8_0)", (int)p.kv_type);
+        return NULL;
+    }
+    if (isnan(p.temperature) || isnan(p.top_p) || isnan(p.min_p) || isnan(p.repeat_penalty) ||
+        isnan(p.presence_penalty) || isnan(p.frequency_penalty)) {
+        errw(err, errlen, "sampling parameters must not be NaN");
+        return NULL;
+    }
+    if (p.repeat_penalty <= 0.0f) {
+        errw(err, errlen, "repeat_penalty must be > 0 (1 = off), got %g", (double)p.repeat_penalty);
+        return NULL;
+    }
+    if (p.repeat_last_n < 0) { errw(err, errlen, "repeat_last_n must be >= 0 (0 = whole context)"); return NULL; }
+
+    int n_train = kz_model_n_ctx_train(m);
+    int n_ctx = p.n_ctx;
+    if (n_ctx == 0) n_ctx = (n_train > 0 && n_train < 4096) ? n_train : 4096;
+    int n_batch = p.n_batch ? p.n_batch : 512;
+    if (n_batch > n_ctx) n_batch = n_ctx;
+    int n_threads = p.n_threads ? p.n_threads : m->n_threads;
+    int n_vocab = kz_model_n_vocab(m);
+    if (n_vocab < 1) { errw(err, errlen, "model has an empty vocabulary"); return NULL; }
+
+    kz_context *c = calloc(1, sizeof *c);
+    if (!c) { errw(err, errlen, "out of memory allocating the context"); return NULL; }
+    c->m = m;
+    c->p = p;
+    c->p.n_ctx = n_ctx;
+    c->p.n_batch = n_batch;
+    c->p.n_threads = n_threads;
+    c->n_ctx = n_ctx;
+    c->n_batch = n_batch;
+    c->n_vocab = n_vocab;
+    atomic_init(&c->cancel, 0);
+    c->seq = kz_seq_new(m, n_ctx, n_batch, n_threads, p.kv_type, err, errlen);
+    if (!c->seq) { kz_context_free(c); return NULL; }
+    kz_sampler_params sp = sampler_params(&p);
+    c->smp = kz_sampler_new(n_vocab, &sp);
+    c->hist = malloc((size_t)n_ctx * sizeof *c->hist);
+    c->logits = malloc((size_t)n_vocab * sizeof *c->logits);
+    c->piece_cap = 256;
+    c->piece = malloc(c->piece_cap);
+    if (!c->smp || !c->hist || !c->logits || !c->piece) {
+        errw(err, errlen, "out of memory allocating the context (n_ctx %d, vocab %d)", n_ctx, n_vocab);
+        kz_context_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void kz_context_free(kz_context *c) {
+    if (!c) return;
+    kz_seq_free(c->seq);
+    kz_sampler_free(c->smp);
+    free(c->hist);
+    free(c->logits);
+    free(c->piece);
+    free(c);
+}
+
+void kz_context_reset(kz_context *c) {
+    if (!c) return;
+    kz_seq_reset(c->seq);
+    c->n_hist = 0;
+    c->logits_valid = 0;
+}
+
+int kz_context_n_past(const kz_context *c) { return c ? c->n_hist : 0; }
+
+const char *kz_context_error(const kz_context *c) { return c ? c->err : "context is NULL"; }
+
+const int32_t *kz_context_history(const kz_context *c, int *n) {
+    *n = c ? c->n_hist : 0;
+    return c ? c->hist : NULL;
+}
+
+static int build_prompt(kz_context *c, const char *system, const char *user, int32_t **out) {
+    kz_chat_seg segs[KZ_CHAT_MAX_SEGS];
+    kz_chat_arch arch = c->m->hp.arch == KZ_ARCH_QWEN35 ? KZ_CHAT_QWEN35 : KZ_CHAT_QWEN3;
+    int nseg = kz_chat_segments(arch, system, user, c->p.think, segs);
+    return kz_chat_tokenize(c->m->tok, segs, nseg, out, c->err, sizeof c->err);
+}
+
+int kz_context_prompt_tokens(kz_context *c, const char *system, const char *user, int32_t **out) {
+    *out = NULL;
+    if (!c) return -1;
+    c->err[0] = 0;
+    return build_prompt(c, system, user, out);
+}
+
+/* ---- evaluation ---- */
+
+/* Append n tokens via kz_forward (logits as its contract). Keeps hist in step with the sequence even when the forward fails part-way. */
+static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, int want_all) {
+    int before = c->n_hist;
+    char e[384];
+    e[0] = 0;
+    int r = kz_forward(c->m, c->seq, toks, n, logits, want_all, e, sizeof e);
+    if (r == 0) {
+        memcpy(c->hist + before, toks, (size_t)n * sizeof *toks);
+        c->n_hist = before + n;
+        return 0;
+    }
+    set_err(c, "%s", e[0] ? e : "forward pass failed");
+    int np = kz_seq_n_past(c->seq);
+    if (np >= before && np <= before + n) { /* a prefix of the chunk went in */
+        memcpy(c->hist + before, toks, (size_t)(np - before) * sizeof *toks);
+        c->n_hist = np;
+    } else {
+        kz_context_reset(c); /* unknown state: start over rather than guess */
+    }
+    c->logits_valid = 0;
+    return -1;
+}
+
+int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want_all) {
+    if (!c) return -1;
+    c->err[0] = 0;
+    if (n < 1 || !tokens) { set_err(c, "kz_eval: need at least one token (got %d)", n); return -1; }
+    for (int i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= c->n_vocab) {
+            set_err(c, "kz_eval: token %d at position %d is outside the vocabulary (0..%d)",
+                    tokens[i], i, c->n_vocab - 1);
+            return -1;
+        }
+    }
+    if (n > c->n_ctx - c->n_hist) {
+        set_err(c, "context full: %d tokens in the sequence + %d new > n_ctx %d", c->n_hist, n, c->n_ctx);
+        return -1;
+    }
+    if (eval_chunk(c, tokens, n, logits, want_all) != 0) return -1;
+    /* remember the last logits so a following kz_generate can continue from here */
+    if (logits) {
+        const float *last = want_all ? logits + (size_t)(n - 1) * (size_t)c->n_vocab : logits;
+        memcpy(c->logits, last, (size_t)c->n_vocab * sizeof *c->logits);
+        c->logits_valid = 1;
+    } else {
+        c->logits_valid = 0;
+    }
+    return 0;
+}
+
+/* How many leading tokens of prompt[0..n) the current sequence state already holds and can keep.
+ * Only the whole current sequence qualifies (recurrent state cannot be rewound), and when it
+ * covers the entire prompt we also need the logits after it. */
+static int usable_prefix(const kz_context *c, const int32_t *prompt, int n) {
+    int h = c->n_hist;
+    if (h == 0 || h > n || kz_seq_n_past(c->seq) != h) return 0;
+    if (memcmp(c->hist, prompt, (size_t)h * sizeof *prompt) != 0) return 0;
+    if (h == n && !c->logits_valid) return 0;
+    return h;
+}
+
+/* ---- generation ---- */
+
+void kz_cancel(kz_context *c) {
+    if (c) atomic_store(&c->cancel, 1);
+}
+
+static int cancelled(kz_context *c) { return atomic_load(&c->cancel) != 0; }
+
+/* token bytes into c->piece; returns length or -1 */
+static int token_piece(kz_context *c, int32_t tok) {
+    int r = kz_tok_bytes(c->m->tok, tok, c->piece, c->piece_cap);
+    if (r >= 0 && (size_t)r > c->piece_cap) {
+        char *b = realloc(c->piece, (size_t)r);
+        if (!b) return -1;
+        c->piece = b;
+        c->piece_cap = (size_t)r;
+        r = kz_tok_bytes(c->m->tok, tok, c->piece, c->piece_cap);
+        if (r < 0 || (size_t)r > c->piece_cap) return -1;
+    }
+    return r;
+}
+
+int kz_generate(kz_context *c, const char *system, const char *user, int max_tokens,
+                kz_piece_cb cb, void *userdata, kz_stats *stats) {
+    kz_stats st;
+    memset(&st, 0, sizeof st);
+    st.stop = KZ_STOP_ERROR;
+    if (stats) *stats = st;
+    if (!c) return -1;
+    c->err[0] = 0;
+    atomic_store(&c->cancel, 0);
+
+    /* 1. prompt */
+    int32_t *prompt = NULL;
+    int n_prompt = build_prompt(c, system, user, &prompt);
+    if (n_prompt < 0) goto fail;
+    if (n_prompt > c->n_ctx) {
+        set_err(c, "prompt is %d tokens, context is %d (raise n_ctx / -c)", n_prompt, c->n_ctx);
+        goto fail;
+    }
+
+    /* 2. prefill, reusing the sequence when it is a prefix of this prompt */
+    int reused = usable_prefix(c, prompt, n_prompt);
+    if (reused == 0 && c->n_hist > 0) kz_context_reset(c);
+    if (reused == 0 && kz_seq_n_past(c->seq) != 0) kz_context_reset(c);
+    st.n_reused = reused;
+    double t0 = now_ms();
+    for (int i = reused; i < n_prompt;) {
+        if (cancelled(c)) {
+            st.n_prompt = i - reused;
+            st.t_prefill_ms = now_ms() - t0;
+            st.stop = KZ_STOP_CANCELLED;
+            goto done;
+        }
+        int n = n_prompt - i < c->n_batch ? n_prompt - i : c->n_batch;
+        int last = i + n == n_prompt;
+        c->logits_valid = 0;
+        if (eval_chunk(c, prompt + i, n, last ? c->logits : NULL, 0) != 0) {
+            st.n_prompt = c->n_hist > reused ? c->n_hist - reused : 0;
+            goto fail;
+        }
+        if (last) c->logits_valid = 1;
+        i += n;
+    }
+    st.n_prompt = n_prompt - reused;
+    double t1 = now_ms();
+    st.t_prefill_ms = t1 - t0;
+
+    /* 3. decode */
+    kz_sampler_reseed(c->smp, c->p.seed); /* same seed + same prompt -> same text, every call */
+    kz_utf8_stream us;
+    memset(&us, 0, sizeof us);
+    char out[1024];
+    st.stop = KZ_STOP_MAX_TOKENS;
+    int cb_stopped = 0;
+    for (;;) {
+        if (cancelled(c)) { st.stop = KZ_STOP_CANCELLED; break; }
+        int32_t tok = kz_sampler_sample(c->smp, c->logits, c->hist, c->n_hist);
+        st.n_gen++;
+        if (kz_tok_is_eog(c->m->tok, tok)) { st.stop = KZ_STOP_EOG; break; }
+        if (!kz_tok_is_control(c->m->tok, tok)) {
+            int len = token_piece(c, tok);
+            if (len < 0) len = 0; /* id past the tokenizer's table (padded LM head): no text */
+            /* feed in slices small enough that nothing is cut (ill-formed bytes expand 3x) */
+            int stop_cb = 0, slice = (int)((sizeof out - 8) / 3);
+            for (int off = 0; off < len && !stop_cb;) {
+                int k = len - off < slice ? len - off : slice;
+                size_t o = kz_utf8_feed(&us, c->piece + off, (size_t)k, out, sizeof out);
+                if (o > 0 && cb && cb(out, o, userdata) != 0) stop_cb = 1;
+                off += k;
+            }
+            if (stop_cb) { st.stop = KZ_STOP_CANCELLED; cb_stopped = 1; break; }
+        }
+        if (max_tokens > 0 && st.n_gen >= max_tokens) { st.stop = KZ_STOP_MAX_TOKENS; break; }
+        if (cancelled(c)) { st.stop = KZ_STOP_CANCELLED; break; }
+        if (c->n_hist >= c->n_ctx) { st.stop = KZ_STOP_CTX_FULL; break; }
+        c->logits_valid = 0;
+        if (eval_chunk(c, &tok, 1, c->logits, 0) != 0) { st.stop = KZ_STOP_ERROR; break; }
+        c->logits_valid = 1;
+    }
+    {   /* a trailing partial code point becomes U+FFFD rather than vanishing */
+        size_t o = kz_utf8_flush(&us, out, sizeof out);
+        if (o > 0 && cb && !cb_stopped && st.stop != KZ_STOP_ERROR) (void)cb(out, o, userdata);
+    }
+    st.t_decode_ms = now_ms() - t1;
+    if (st.stop == KZ_STOP_ERROR) goto fail_keep;
+
+done:
+    free(prompt);
+    if (stats) *stats = st;
+    return 0;
+
+fail:
+    st.stop = KZ_STOP_ERROR;
+fail_keep:
+    free(prompt);
+    if (stats) *stats = st;
+    return -1;
+}

@@ -1,0 +1,12 @@
+/* Internal additions to the context API (not in the public header): used by tests and tools. */
+#ifndef KZ_API_H
+#define KZ_API_H
+#include "../include/kazeia.h"
+
+/* Tokens currently held in the sequence state (prompt + generated tokens that were evaluated);
+ * *n = kz_context_n_past(c). The pointer is valid until the next call on c. */
+const int32_t *kz_context_history(const kz_context *c, int *n);
+/* ChatML prompt tokens kz_generate would build for (system, user) with c's think setting.
+ * Returns the count and a malloc'd array in *out (caller frees), or -1 (see kz_context_error). */
+int kz_context_prompt_tokens(kz_context *c, const char *system, const char *user, int32_t **out);
+#endif

@@ -1,0 +1,482 @@
+/* Per-sequence state (KV cache, GDN conv/recurrent state, scratch, worker pool) and the
+ * forward pass. Prefill runs chunks of up to n_batch tokens through each layer together
+ * (matmuls over the chunk); the GDN core is token-by-token (exact recurrent form). */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "attention.h"
+#include "gdn.h"
+#include "model.h"
+#include "ops.h"
+
+struct kz_seq {
+    const kz_model *m;
+    int n_ctx, n_batch, n_past, nth;
+    kz_kv_type kv_type;
+    kz_pool *pool;
+    kz_kv_layer *kv;        /* [n_attn_layers] */
+    void *kv_mem;
+    float *conv_state;      /* [n_gdn][conv_dim][d_conv-1] raw inputs, oldest first */
+    float *ssm_state;       /* [n_gdn][H_v][dv][dk] */
+    size_t conv_per_layer, ssm_per_layer;
+    /* scratch for one chunk of n_batch tokens */
+    float *x, *hn, *t1, *t2, *t3, *t4, *t5, *out, *rope, *attn_scr;
+    size_t cap1, cap2, cap3, cap4;  /* per-token capacity (floats) of t1..t4 */
+    size_t ld1, ld2, ld3, ld4;      /* current row strides of t1..t4: set per layer kind, equal to
+                                     * the row width because kz_matmul reads X with stride n_in */
+    size_t attn_scr_per_thread;
+    void *mm_work;
+    unsigned char *rope_use_pos;
+    float *scratch;
+};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* a*b (+ c) in size_t with overflow detection; returns 0 on overflow */
+static int mul3(size_t *r, size_t a, size_t b, size_t c) {
+    if (a && b > SIZE_MAX / a) return 0;
+    size_t ab = a * b;
+    if (ab && c > SIZE_MAX / ab) return 0;
+    *r = ab * c;
+    return 1;
+}
+static int add_to(size_t *acc, size_t v) {
+    if (v > SIZE_MAX - *acc) return 0;
+    *acc += v;
+    return 1;
+}
+static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
+
+static size_t phys_mem_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || psz <= 0) return SIZE_MAX;
+    if ((size_t)pages > SIZE_MAX / (size_t)psz) return SIZE_MAX;
+    return (size_t)pages * (size_t)psz;
+}
+
+static size_t mm_work_max(const kz_model *m, int B) {
+    size_t w = kz_matmul_work_bytes(&m->output, B);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const kz_layer *l = &m->layers[il];
+        const kz_wmat *ws[] = {&l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->wq, &l->wk, &l->wv, &l->wo,
+                               &l->wqkv, &l->wgate, &l->wbeta, &l->walpha, &l->wssm_out};
+        for (size_t j = 0; j < sizeof ws / sizeof *ws; j++)
+            if (ws[j]->data) w = maxz(w, kz_matmul_work_bytes(ws[j], B));
+    }
+    return w;
+}
+
+kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_kv_type kv,
+                   char *err, size_t errlen) {
+    if (!m) { seterr(err, errlen, "no model"); return NULL; }
+    const kz_hparams *hp = &m->hp;
+    if (kv == KZ_KV_Q8_0) {
+        seterr(err, errlen, "KV cache type q8_0 is not supported yet (use f32 or f16)");
+        return NULL;
+    }
+    if (kv != KZ_KV_F32 && kv != KZ_KV_F16) {
+        seterr(err, errlen, "unknown KV cache type %d (use f32 or f16)", (int)kv);
+        return NULL;
+    }
+    if (n_ctx <= 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (n_batch <= 0) n_batch = 512;
+    if (n_batch > n_ctx) n_batch = n_ctx;
+    if (n_threads <= 0) n_threads = m->n_threads > 0 ? m->n_threads : 1;
+
+    kz_seq *s = calloc(1, sizeof *s);
+    if (!s) { seterr(err, errlen, "out of memory"); return NULL; }
+    s->m = m;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+    s->kv_type = kv;
+
+    /* ---- sizes (all overflow-checked) ---- */
+    const size_t B = (size_t)n_batch, E = (size_t)hp->n_embd, hd = (size_t)hp->head_dim;
+    const size_t q_out = (hp->arch == KZ_ARCH_QWEN35 ? 2u : 1u) * (size_t)hp->n_head * hd;
+    const size_t kvd = (size_t)hp->n_head_kv * hd, ao = (size_t)hp->n_head * hd;
+    const size_t C = (size_t)hp->ssm_conv_dim, vd = (size_t)hp->ssm_d_inner, Hv = (size_t)hp->ssm_n_v_heads;
+    const size_t F = (size_t)hp->n_ff;
+    const size_t esz = kv == KZ_KV_F16 ? 2 : 4;
+    size_t kv_layer_bytes = 0, kv_bytes = 0, total = 0;
+    int ok = mul3(&kv_layer_bytes, kvd, (size_t)n_ctx, esz) &&
+             mul3(&kv_bytes, kv_layer_bytes, 2, (size_t)hp->n_attn_layers);
+    s->conv_per_layer = C * (size_t)(hp->ssm_d_conv > 0 ? hp->ssm_d_conv - 1 : 0);
+    s->ssm_per_layer = Hv * (size_t)hp->ssm_head_v_dim * (size_t)hp->ssm_d_state;
+    size_t state_floats = (s->conv_per_layer + s->ssm_per_layer) * (size_t)hp->n_gdn_layers;
+    s->cap1 = maxz(maxz(q_out, C), F);
+    s->cap2 = maxz(maxz(kvd, vd), F);
+    s->cap3 = maxz(kvd, C);
+    s->cap4 = maxz(ao, vd);
+    s->pool = kz_pool_new(n_threads);
+    if (!s->pool) { seterr(err, errlen, "cannot create a pool of %d threads", n_threads); goto fail; }
+    s->nth = kz_pool_size(s->pool);
+    s->attn_scr_per_thread = (size_t)n_ctx + hd;
+    size_t n_scr = 0, tmp;
+    /* x, hn, out: B*E; t1..t4; t5: B*2*Hv; rope: B*n_rot; attention scratch per thread */
+    ok = ok && mul3(&tmp, B, E, 3) && add_to(&n_scr, tmp) && mul3(&tmp, B, s->cap1, 1) && add_to(&n_scr, tmp) &&
+         mul3(&tmp, B, s->cap2, 1) && add_to(&n_scr, tmp) && mul3(&tmp, B, s->cap3, 1) && add_to(&n_scr, tmp) &&
+         mul3(&tmp, B, s->cap4, 1) && add_to(&n_scr, tmp) && mul3(&tmp, B, Hv, 2) && add_to(&n_scr, tmp) &&
+         mul3(&tmp, B, (size_t)hp->n_rot, 1) && add_to(&n_scr, tmp) &&
+         mul3(&tmp, s->attn_scr_per_thread, (size_t)s->nth, 1) && add_to(&n_scr, tmp) &&
+         mul3(&tmp, n_scr, sizeof(float), 1);
+    size_t scr_bytes = tmp, mmw = ok ? mm_work_max(m, n_batch) : 0;
+    ok = ok && add_to(&total, kv_bytes) && mul3(&tmp, state_floats, sizeof(float), 1) && add_to(&total, tmp) &&
+         add_to(&total, scr_bytes) && add_to(&total, mmw);
+    if (!ok) {
+        seterr(err, errlen, "n_ctx %d / n_batch %d too large: state size overflows", n_ctx, n_batch);
+        goto fail;
+    }
+    size_t phys = phys_mem_bytes();
+    if (total > phys) {
+        seterr(err, errlen, "n_ctx %d needs %.2f GiB of sequence state (KV %.2f GiB), more than the %.2f GiB of RAM; "
+               "use a smaller n_ctx or --kv f16",
+               n_ctx, total / 1073741824.0, kv_bytes / 1073741824.0, phys / 1073741824.0);
+        goto fail;
+    }
+
+    /* ---- allocate ---- */
+    if (hp->n_attn_layers) {
+        s->kv = calloc((size_t)hp->n_attn_layers, sizeof *s->kv);
+        s->kv_mem = malloc(kv_bytes);
+        if (!s->kv || !s->kv_mem) goto oom;
+        for (int i = 0; i < hp->n_attn_layers; i++) {
+            kz_kv_layer *l = &s->kv[i];
+            l->n_head = hp->n_head;
+            l->n_head_kv = hp->n_head_kv;
+            l->head_dim = hp->head_dim;
+            l->n_ctx = n_ctx;
+            l->f16 = kv == KZ_KV_F16;
+            l->k = (char *)s->kv_mem + (size_t)(2 * i) * kv_layer_bytes;
+            l->v = (char *)s->kv_mem + (size_t)(2 * i + 1) * kv_layer_bytes;
+        }
+    }
+    if (state_floats) {
+        s->conv_state = calloc(state_floats, sizeof(float));
+        if (!s->conv_state) goto oom;
+        s->ssm_state = s->conv_state + s->conv_per_layer * (size_t)hp->n_gdn_layers;
+    }
+    s->scratch = malloc(scr_bytes);
+    s->mm_work = malloc(mmw ? mmw : 1);
+    s->rope_use_pos = malloc((size_t)(hp->n_rot / 2 + 1));
+    if (!s->scratch || !s->mm_work || !s->rope_use_pos) goto oom;
+    float *p = s->scratch;
+    s->x = p; p += B * E;
+    s->hn = p; p += B * E;
+    s->out = p; p += B * E;
+    s->t1 = p; p += B * s->cap1;
+    s->t2 = p; p += B * s->cap2;
+    s->t3 = p; p += B * s->cap3;
+    s->t4 = p; p += B * s->cap4;
+    s->t5 = p; p += B * Hv * 2;
+    s->rope = p; p += B * (size_t)hp->n_rot;
+    s->attn_scr = p;
+    kz_imrope_mask(s->rope_use_pos, hp->n_rot, hp->rope_sections);
+    return s;
+oom:
+    seterr(err, errlen, "out of memory allocating sequence state for n_ctx %d (%.2f GiB)", n_ctx,
+           total / 1073741824.0);
+fail:
+    kz_seq_free(s);
+    return NULL;
+}
+
+void kz_seq_free(kz_seq *s) {
+    if (!s) return;
+    if (s->pool) kz_pool_free(s->pool);
+    free(s->kv);
+    free(s->kv_mem);
+    free(s->conv_state);
+    free(s->scratch);
+    free(s->mm_work);
+    free(s->rope_use_pos);
+    free(s);
+}
+
+void kz_seq_reset(kz_seq *s) {
+    if (!s) return;
+    const kz_hparams *hp = &s->m->hp;
+    if (s->conv_state)
+        memset(s->conv_state, 0, (s->conv_per_layer + s->ssm_per_layer) * (size_t)hp->n_gdn_layers * sizeof(float));
+    s->n_past = 0;
+}
+
+int kz_seq_n_past(const kz_seq *s) { return s ? s->n_past : 0; }
+int kz_seq_n_ctx(const kz_seq *s) { return s ? s->n_ctx : 0; }
+
+/* ---------------- parallel tasks ---------------- */
+
+typedef struct {
+    const float *src;
+    float *dst;
+    const float *w;
+    int n, rows;
+    float eps;
+} norm_task;
+
+static void norm_fn(void *arg, int ith, int nth) {
+    const norm_task *a = arg;
+    long lo, hi;
+    kz_split(a->rows, ith, nth, &lo, &hi);
+    for (long r = lo; r < hi; r++)
+        kz_rmsnorm(a->dst + (size_t)r * a->n, a->src + (size_t)r * a->n, a->w, a->n, a->eps);
+}
+
+static void run_norm(kz_seq *s, const float *src, float *dst, const float *w, int n, int rows) {
+    norm_task a = {src, dst, w, n, rows, s->m->hp.rms_eps};
+    if (rows == 1) norm_fn(&a, 0, 1);
+    else kz_pool_run(s->pool, norm_fn, &a);
+}
+
+typedef struct {
+    float *a;
+    const float *b;
+    size_t lda, ldb;
+    int n, rows;
+} swiglu_task;
+
+static void swiglu_fn(void *arg, int ith, int nth) {
+    const swiglu_task *t = arg;
+    long lo, hi;
+    kz_split((long)t->rows * t->n, ith, nth, &lo, &hi);
+    /* split the flat index range so a single token's row also uses all threads */
+    while (lo < hi) {
+        long r = lo / t->n, c = lo % t->n;
+        long e = hi - lo < t->n - c ? hi - lo : t->n - c;
+        kz_swiglu(t->a + (size_t)r * t->lda + c, t->b + (size_t)r * t->ldb + c, (int)e);
+        lo += e;
+    }
+}
+
+/* attention: per-token q/k norm + rope + KV store */
+typedef struct {
+    kz_seq *s;
+    const kz_layer *ly;
+    kz_kv_layer *kv;
+    int n, p0, gated;
+    size_t ldq;
+} attn_prep_task;
+
+static void attn_prep_fn(void *arg, int ith, int nth) {
+    const attn_prep_task *a = arg;
+    const kz_hparams *hp = &a->s->m->hp;
+    const int hd = hp->head_dim, qh = a->gated ? 2 * hd : hd;
+    long lo, hi;
+    kz_split(a->n, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        const float *cs = a->s->rope + (size_t)t * hp->n_rot;
+        float *q = a->s->t1 + (size_t)t * a->ldq;
+        float *k = a->s->t2 + (size_t)t * a->s->ld2;
+        float *v = a->s->t3 + (size_t)t * a->s->ld3;
+        for (int h = 0; h < hp->n_head; h++) {
+            float *qh_ = q + (size_t)h * qh;
+            kz_rmsnorm(qh_, qh_, a->ly->q_norm, hd, hp->rms_eps);
+            kz_rope_neox(qh_, hp->n_rot, cs);
+        }
+        for (int g = 0; g < hp->n_head_kv; g++) {
+            float *kg = k + (size_t)g * hd;
+            kz_rmsnorm(kg, kg, a->ly->k_norm, hd, hp->rms_eps);
+            kz_rope_neox(kg, hp->n_rot, cs);
+        }
+        kz_kv_store(a->kv, a->p0 + (int)t, k, v);
+    }
+}
+
+typedef struct {
+    kz_seq *s;
+    const kz_kv_layer *kv;
+    int n, p0, gated;
+    size_t ldq;
+} attn_task;
+
+static void attn_fn(void *arg, int ith, int nth) {
+    const attn_task *a = arg;
+    const kz_hparams *hp = &a->s->m->hp;
+    const int hd = hp->head_dim, H = hp->n_head, qh = a->gated ? 2 * hd : hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *scr = a->s->attn_scr + (size_t)ith * a->s->attn_scr_per_thread;
+    /* interleaved items: cost grows with position, striding balances the threads */
+    for (long it = ith; it < (long)a->n * H; it += nth) {
+        const int t = (int)(it / H), h = (int)(it % H);
+        const float *q = a->s->t1 + (size_t)t * a->ldq + (size_t)h * qh;
+        float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)h * hd;
+        kz_attn_head(a->kv, h, a->p0 + t, q, scale, o, scr);
+        if (a->gated) {
+            const float *gate = q + hd;
+            for (int i = 0; i < hd; i++) o[i] *= kz_sigmoid(gate[i]);
+        }
+    }
+}
+
+/* GDN tasks */
+typedef struct {
+    kz_seq *s;
+    const kz_layer *ly;
+    float *conv_state, *ssm_state;
+    int n;
+} gdn_task;
+
+static void gdn_conv_fn(void *arg, int ith, int nth) {
+    const gdn_task *a = arg;
+    const kz_hparams *hp = &a->s->m->hp;
+    long lo, hi;
+    kz_split(hp->ssm_conv_dim, ith, nth, &lo, &hi);
+    kz_gdn_conv((int)lo, (int)hi, a->n, hp->ssm_d_conv, a->s->t1, a->s->ld1, a->s->t3, a->s->ld3, a->ly->conv1d,
+                a->conv_state);
+}
+
+static void gdn_prep_fn(void *arg, int ith, int nth) {
+    const gdn_task *a = arg;
+    const kz_hparams *hp = &a->s->m->hp;
+    const int Hv = hp->ssm_n_v_heads;
+    long lo, hi;
+    kz_split(a->n, ith, nth, &lo, &hi);
+    for (long t = lo; t < hi; t++) {
+        kz_gdn_qk_norm(a->s->t3 + (size_t)t * a->s->ld3, hp->ssm_n_k_heads, hp->ssm_d_state, hp->rms_eps);
+        float *b = a->s->t5 + (size_t)t * 2 * Hv, *al = b + Hv;
+        kz_gdn_gates(Hv, b, al, a->ly->dt_bias, a->ly->ssm_a, b, al); /* in place: b->beta, a->g */
+    }
+}
+
+static void gdn_core_fn(void *arg, int ith, int nth) {
+    const gdn_task *a = arg;
+    const kz_hparams *hp = &a->s->m->hp;
+    const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
+    long lo, hi;
+    kz_split(sh.n_v_heads, ith, nth, &lo, &hi);
+    if (lo >= hi) return;
+    const float *y = a->s->t3;
+    const size_t kd = (size_t)hp->ssm_key_dim;
+    /* g and beta live interleaved per token in t5: [beta(Hv) | g(Hv)]; the core wants
+     * [T][Hv] arrays, so walk token by token with T = 1 views */
+    for (int t = 0; t < a->n; t++) {
+        const float *row = y + (size_t)t * a->s->ld3;
+        const float *beta = a->s->t5 + (size_t)t * 2 * sh.n_v_heads, *g = beta + sh.n_v_heads;
+        kz_gdn_recurrent(&sh, 1, row, row + kd, row + 2 * kd, a->s->ld3, g, beta, a->ssm_state,
+                         a->s->t4 + (size_t)t * a->s->ld4, a->s->ld4, (int)lo, (int)hi);
+    }
+}
+
+static void gdn_norm_fn(void *arg, int ith, int nth) {
+    const gdn_task *a = arg;
+    const kz_hparams *hp = &a->s->m->hp;
+    const int Hv = hp->ssm_n_v_heads, dv = hp->ssm_head_v_dim;
+    long lo, hi;
+    kz_split((long)a->n * Hv, ith, nth, &lo, &hi);
+    for (long it = lo; it < hi; it++) {
+        const long t = it / Hv, j = it % Hv;
+        float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)j * dv;
+        const float *z = a->s->t2 + (size_t)t * a->s->ld2 + (size_t)j * dv;
+        kz_rmsnorm_gated(o, z, a->ly->ssm_norm, dv, hp->rms_eps);
+    }
+}
+
+/* ---------------- layers ---------------- */
+
+static void mm(kz_seq *s, const kz_wmat *w, const float *x, int n, float *y, size_t ldy) {
+    kz_matmul(s->pool, w, x, n, y, (int64_t)ldy, s->mm_work);
+}
+
+static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
+    const kz_hparams *hp = &s->m->hp;
+    kz_kv_layer *kv = &s->kv[ly->state_idx];
+    const int gated = hp->arch == KZ_ARCH_QWEN35;
+    s->ld1 = (size_t)ly->wq.n_out;
+    s->ld2 = s->ld3 = (size_t)ly->wk.n_out;
+    s->ld4 = (size_t)ly->wo.n_in;
+    mm(s, &ly->wq, s->hn, n, s->t1, s->ld1);
+    mm(s, &ly->wk, s->hn, n, s->t2, s->ld2);
+    mm(s, &ly->wv, s->hn, n, s->t3, s->ld3);
+    attn_prep_task pt = {s, ly, kv, n, p0, gated, s->ld1};
+    kz_pool_run(s->pool, attn_prep_fn, &pt);
+    attn_task at = {s, kv, n, p0, gated, s->ld1};
+    kz_pool_run(s->pool, attn_fn, &at);
+    mm(s, &ly->wo, s->t4, n, s->out, (size_t)hp->n_embd);
+}
+
+static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
+    const kz_hparams *hp = &s->m->hp;
+    const size_t Hv = (size_t)hp->ssm_n_v_heads;
+    gdn_task gt = {s, ly, s->conv_state + (size_t)ly->state_idx * s->conv_per_layer,
+                   s->ssm_state + (size_t)ly->state_idx * s->ssm_per_layer, n};
+    s->ld1 = s->ld3 = (size_t)hp->ssm_conv_dim;
+    s->ld2 = s->ld4 = (size_t)hp->ssm_d_inner;
+    mm(s, &ly->wqkv, s->hn, n, s->t1, s->ld1);
+    mm(s, &ly->wgate, s->hn, n, s->t2, s->ld2);
+    mm(s, &ly->wbeta, s->hn, n, s->t5, 2 * Hv);
+    mm(s, &ly->walpha, s->hn, n, s->t5 + Hv, 2 * Hv);
+    kz_pool_run(s->pool, gdn_conv_fn, &gt);
+    kz_pool_run(s->pool, gdn_prep_fn, &gt);
+    kz_pool_run(s->pool, gdn_core_fn, &gt);
+    kz_pool_run(s->pool, gdn_norm_fn, &gt);
+    mm(s, &ly->wssm_out, s->t4, n, s->out, (size_t)hp->n_embd);
+}
+
+/* one chunk of n <= n_batch tokens at positions p0..; logits rows [lrow0, n) -> lout */
+static void forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lout, int lrow0) {
+    const kz_model *m = s->m;
+    const kz_hparams *hp = &m->hp;
+    const int E = hp->n_embd;
+    for (int t = 0; t < n; t++)
+        kz_dequant_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data + (size_t)tok[t] * m->tok_embd.row_bytes,
+                       s->x + (size_t)t * E, E);
+    if (hp->n_attn_layers)
+        for (int t = 0; t < n; t++)
+            kz_rope_table(s->rope + (size_t)t * hp->n_rot, hp->n_rot, p0 + t, hp->rope_base,
+                          hp->arch == KZ_ARCH_QWEN35 ? s->rope_use_pos : NULL);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const kz_layer *ly = &m->layers[il];
+        run_norm(s, s->x, s->hn, ly->attn_norm, E, n);
+        if (ly->is_gdn) layer_gdn(s, ly, n);
+        else layer_attn(s, ly, n, p0);
+        for (int t = 0; t < n; t++) kz_add(s->x + (size_t)t * E, s->out + (size_t)t * E, E);
+        run_norm(s, s->x, s->hn, ly->post_norm, E, n);
+        s->ld1 = s->ld2 = (size_t)hp->n_ff;
+        mm(s, &ly->ffn_gate, s->hn, n, s->t1, s->ld1);
+        mm(s, &ly->ffn_up, s->hn, n, s->t2, s->ld2);
+        swiglu_task st = {s->t1, s->t2, s->ld1, s->ld2, hp->n_ff, n};
+        kz_pool_run(s->pool, swiglu_fn, &st);
+        mm(s, &ly->ffn_down, s->t1, n, s->out, (size_t)E);
+        for (int t = 0; t < n; t++) kz_add(s->x + (size_t)t * E, s->out + (size_t)t * E, E);
+    }
+    if (lout && lrow0 < n) {
+        const int nr = n - lrow0;
+        run_norm(s, s->x + (size_t)lrow0 * E, s->hn, m->output_norm, E, nr);
+        mm(s, &m->output, s->hn, nr, lout, (size_t)hp->n_vocab);
+    }
+}
+
+int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float *logits,
+               int want_all, char *err, size_t errlen) {
+    if (!m || !s || s->m != m) { seterr(err, errlen, "kz_forward: sequence does not belong to this model"); return -1; }
+    if (n <= 0 || !tokens) { seterr(err, errlen, "kz_forward: no tokens given (n = %d)", n); return -1; }
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab) {
+            seterr(err, errlen, "token id %d at index %d is out of range [0, %d)", (int)tokens[i], i, m->hp.n_vocab);
+            return -1;
+        }
+    if (n > s->n_ctx - s->n_past) {
+        seterr(err, errlen, "context full: %d tokens in the sequence + %d new > n_ctx %d", s->n_past, n, s->n_ctx);
+        return -1;
+    }
+    for (int i0 = 0; i0 < n; i0 += s->n_batch) {
+        const int nb = n - i0 < s->n_batch ? n - i0 : s->n_batch;
+        float *lout = NULL;
+        int lrow0 = nb;
+        if (logits) {
+            if (want_all) { lout = logits + (size_t)i0 * m->hp.n_vocab; lrow0 = 0; }
+            else if (i0 + nb == n) { lout = logits; lrow0 = nb - 1; }
+        }
+        forward_chunk(s, tokens + i0, nb, s->n_past, lout, lrow0);
+        s->n_past += nb;
+    }
+    return 0;
+}

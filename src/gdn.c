@@ -1,0 +1,106 @@
+#include <math.h>
+#include <string.h>
+#include "gdn.h"
+#include "ops.h"
+
+void kz_gdn_conv(int c0, int c1, int T, int K, const float *x, size_t ldx, float *y, size_t ldy,
+                 const float *w, float *state) {
+    const int ks = K - 1;
+    for (int c = c0; c < c1; c++) {
+        const float *wc = w + (size_t)c * K;
+        float *st = state + (size_t)c * ks;
+        for (int t = 0; t < T; t++) {
+            /* window: K-1 previous raw inputs (from state, then from x) and the current one */
+            float acc = wc[ks] * x[(size_t)t * ldx + c];
+            for (int i = 0; i < ks; i++) {
+                const int src = t - ks + i; /* token index of tap i; < 0 -> state */
+                const float xv = src < 0 ? st[ks + src] : x[(size_t)src * ldx + c];
+                acc += wc[i] * xv;
+            }
+            y[(size_t)t * ldy + c] = kz_silu(acc);
+        }
+        /* new state = last K-1 raw inputs of [state, x_0..x_{T-1}] */
+        if (T >= ks) {
+            for (int i = 0; i < ks; i++) st[i] = x[(size_t)(T - ks + i) * ldx + c];
+        } else {
+            memmove(st, st + T, (size_t)(ks - T) * sizeof(float));
+            for (int i = 0; i < T; i++) st[ks - T + i] = x[(size_t)i * ldx + c];
+        }
+    }
+}
+
+void kz_gdn_qk_norm(float *row, int n_k_heads, int dk, float eps) {
+    const float qs = 1.0f / sqrtf((float)dk);
+    for (int h = 0; h < n_k_heads; h++) {
+        float *q = row + (size_t)h * dk;
+        kz_l2norm(q, dk, eps);
+        kz_scale(q, dk, qs);
+        kz_l2norm(row + (size_t)(n_k_heads + h) * dk, dk, eps);
+    }
+}
+
+void kz_gdn_gates(int n, const float *b, const float *a, const float *dt_bias, const float *ssm_a,
+                  float *beta, float *g) {
+    for (int j = 0; j < n; j++) {
+        const float bj = b[j], aj = a[j];
+        beta[j] = kz_sigmoid(bj);
+        g[j] = ssm_a[j] * kz_softplus(aj + dt_bias[j]);
+    }
+}
+
+/* 8 independent partial sums: the compiler turns these loops into SIMD without -ffast-math */
+static inline float dot8(const float *a, const float *b, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* row = decay*row + d*k, returns dot(row, q) */
+static inline float update_dot8(float *restrict row, const float *restrict k, const float *restrict q, float decay,
+                                float d, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) {
+            const float r = row[i + l] * decay + d * k[i + l];
+            row[i + l] = r;
+            acc[l] += r * q[i + l];
+        }
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++) {
+        const float r = row[i] * decay + d * k[i];
+        row[i] = r;
+        s += r * q[i];
+    }
+    return s;
+}
+
+void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
+                      size_t ld_in, const float *g, const float *beta, float *state, float *out,
+                      size_t ld_out, int h0, int h1) {
+    const int dk = sh->dk, dv = sh->dv, hk = sh->n_k_heads, hv = sh->n_v_heads;
+    for (int j = h0; j < h1; j++) {
+        float *M = state + (size_t)j * dv * dk;
+        const int ik = j % hk; /* tiled pairing of GGUF value heads with key heads */
+        for (int t = 0; t < T; t++) {
+            const float *qt = q + (size_t)t * ld_in + (size_t)ik * dk;
+            const float *kt = k + (size_t)t * ld_in + (size_t)ik * dk;
+            const float *vt = v + (size_t)t * ld_in + (size_t)j * dv;
+            float *ot = out + (size_t)t * ld_out + (size_t)j * dv;
+            const float decay = expf(g[(size_t)t * hv + j]);
+            const float bt = beta[(size_t)t * hv + j];
+            for (int r = 0; r < dv; r++) {
+                /* row r of M is column r of S: (decay S)^T k = decay (S^T k), then the
+                 * decayed rank-1 update and the read-out S^T q in one pass */
+                float *row = M + (size_t)r * dk;
+                const float kv = decay * dot8(row, kt, dk);
+                const float d = bt * (vt[r] - kv);
+                ot[r] = update_dot8(row, kt, qt, decay, d, dk);
+            }
+        }
+    }
+}

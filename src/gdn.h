@@ -1,0 +1,40 @@
+/* Gated DeltaNet (Qwen3.5 linear-attention) core: causal depthwise conv, q/k normalisation,
+ * gates, and the gated delta rule. The recurrent (token-by-token) form here is the exact
+ * reference; a chunkwise form can be added behind the same interface.
+ *
+ * Conventions (GGUF order, see SPEC §2.4/§3.5): value head j pairs with key head j % n_k_heads.
+ * Recurrent state per value head j: M[j] is dv rows of dk floats, M[j][r][i] = S_j[i][r]
+ * (llama.cpp's transposed layout), so every inner loop is a contiguous dot/axpy over dk. */
+#ifndef KZ_GDN_H
+#define KZ_GDN_H
+#include <stddef.h>
+
+typedef struct {
+    int n_k_heads, n_v_heads, dk, dv;
+} kz_gdn_shape;
+
+/* Causal depthwise conv (kernel K, window = K-1 previous raw inputs + current) then SiLU,
+ * for channels [c0, c1) over T tokens. x: raw inputs, token t channel c at x[t*ldx + c];
+ * y: outputs at y[t*ldy + c] (y must not alias x). w: [C][K], tap K-1 = current token.
+ * state: [C][K-1] previous raw inputs, oldest first; updated to the last K-1 inputs. */
+void kz_gdn_conv(int c0, int c1, int T, int K, const float *x, size_t ldx, float *y, size_t ldy,
+                 const float *w, float *state);
+
+/* For one token's conv output row [q (n_k*dk) | k (n_k*dk) | v]: L2-normalise every q and k
+ * head (eps as llama.cpp: x / max(||x||, eps)) and scale q by 1/sqrt(dk). */
+void kz_gdn_qk_norm(float *row, int n_k_heads, int dk, float eps);
+
+/* beta_j = sigmoid(b_j), g_j = ssm_a_j * softplus(a_j + dt_bias_j) for j < n (ssm_a = -exp(A_log)
+ * as stored in GGUF). b/beta and a/g may alias. */
+void kz_gdn_gates(int n, const float *b, const float *a, const float *dt_bias, const float *ssm_a,
+                  float *beta, float *g);
+
+/* Gated delta rule, recurrent form, for value heads [h0, h1) over T tokens:
+ *   S <- exp(g) S;  d = beta (v - S^T k);  S <- S + k d^T;  o = S^T q
+ * q, k: token t key head i at q[t*ld_in + i*dk] (q already scaled); v: token t value head j at
+ * v[t*ld_in + j*dv]; g, beta: [T][n_v_heads]; state: [n_v_heads][dv][dk];
+ * out: token t value head j at out[t*ld_out + j*dv]. */
+void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
+                      size_t ld_in, const float *g, const float *beta, float *state, float *out,
+                      size_t ld_out, int h0, int h1);
+#endif

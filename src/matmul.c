@@ -1,0 +1,92 @@
+/* Y = X W^T for a GGUF weight matrix: activations are converted once into the weight's
+ * activation type, then the output rows are split over the pool's threads. Each thread
+ * loops over its weight rows outer and tokens inner, so every weight row is streamed from
+ * memory once per call (decode GEMV; a naive batched GEMM for prefill). Every output element
+ * is one kernel call on the same inputs whatever the thread count, so results are
+ * bit-identical across thread counts. */
+#include <math.h>
+#include <stdint.h>
+
+#include "quant.h"
+#include "types.h"
+
+/* activation rows are converted in chunks of this many elements (a multiple of every block
+ * size used here), which lets several threads share the conversion of one long row */
+#define CONV_CHUNK 256
+/* below this many activation elements the caller converts alone (a pool dispatch costs more) */
+#define CONV_PAR_MIN 16384
+
+size_t kz_matmul_work_bytes(const kz_wmat *w, int n_tok) {
+    if (!w || n_tok <= 0 || w->type == KZ_T_F32) return 0; /* F32 uses X directly */
+    return (size_t)n_tok * kz_act_row_bytes(w->type, w->n_in);
+}
+
+typedef struct {
+    const kz_qtraits *wt, *at;
+    const kz_wmat *w;
+    const float *x;
+    int n_tok;
+    const uint8_t *act; /* n_tok rows of act_rb bytes */
+    size_t act_rb;
+    float *y;
+    int64_t ldy;
+    int64_t n_chunk; /* conversion chunks per row */
+} mm_task;
+
+static void conv_chunks(const mm_task *t, int64_t lo, int64_t hi) {
+    const int64_t n_in = t->w->n_in;
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t tok = c / t->n_chunk, k = c % t->n_chunk;
+        int64_t e0 = k * CONV_CHUNK, len = n_in - e0 < CONV_CHUNK ? n_in - e0 : CONV_CHUNK;
+        /* e0 is a whole number of blocks, so its byte offset is well defined */
+        size_t off = (size_t)(e0 / t->at->blck) * t->at->bytes;
+        t->at->quant(t->x + tok * n_in + e0, (uint8_t *)t->act + (size_t)tok * t->act_rb + off, len);
+    }
+}
+
+static void conv_task(void *arg, int ith, int nth) {
+    const mm_task *t = arg;
+    long lo, hi;
+    kz_split((long)(t->n_chunk * t->n_tok), ith, nth, &lo, &hi);
+    conv_chunks(t, lo, hi);
+}
+
+static void dot_task(void *arg, int ith, int nth) {
+    const mm_task *t = arg;
+    const kz_wmat *w = t->w;
+    long lo, hi;
+    kz_split((long)w->n_out, ith, nth, &lo, &hi);
+    const uint8_t *wrow = (const uint8_t *)w->data + (size_t)lo * w->row_bytes;
+    for (long o = lo; o < hi; o++, wrow += w->row_bytes) {
+        const uint8_t *a = t->act;
+        for (int tok = 0; tok < t->n_tok; tok++, a += t->act_rb)
+            t->y[(int64_t)tok * t->ldy + o] = t->wt->vec_dot(wrow, a, w->n_in);
+    }
+}
+
+void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy,
+               void *work) {
+    if (!w || n_tok <= 0) return;
+    const kz_qtraits *wt = kz_qtraits_get(w->type);
+    if (!wt || w->n_in % wt->blck || w->row_bytes < (size_t)(w->n_in / wt->blck) * wt->bytes) {
+        /* loaders reject such weights (kz_type_compute_ok); make misuse visible, not silent */
+        for (int tok = 0; tok < n_tok; tok++)
+            for (int64_t o = 0; o < w->n_out; o++) y[(int64_t)tok * ldy + o] = NAN;
+        return;
+    }
+    mm_task t = { .wt = wt, .at = kz_qtraits_get(wt->act_type), .w = w, .x = x, .n_tok = n_tok,
+                  .y = y, .ldy = ldy };
+    if (w->type == KZ_T_F32) {
+        t.act = (const uint8_t *)x;
+        t.act_rb = (size_t)w->n_in * sizeof(float);
+    } else {
+        t.act = work;
+        t.act_rb = kz_act_row_bytes(w->type, w->n_in);
+        t.n_chunk = (w->n_in + CONV_CHUNK - 1) / CONV_CHUNK;
+        if (kz_pool_size(pool) > 1 && (int64_t)n_tok * w->n_in >= CONV_PAR_MIN)
+            kz_pool_run(pool, conv_task, &t);
+        else
+            conv_chunks(&t, 0, t.n_chunk * n_tok);
+    }
+    kz_pool_run(pool, dot_task, &t);
+}

@@ -1,0 +1,295 @@
+"""Shared helpers for the Python tests: tiny test models, reference logits, running the engine.
+
+Everything generated lives in <repo>/build-test-models/ (override: env KZ_TEST_MODELS) and is
+rebuilt automatically when the generator/converter sources change (a stamp holds their hash).
+The engine is found at <repo>/$KZ_BUILD/kazeia (KZ_BUILD defaults to "build").
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = REPO / "tools"
+MODELS = Path(os.environ.get("KZ_TEST_MODELS", REPO / "build-test-models"))
+BUILD = os.environ.get("KZ_BUILD", "build")
+TOKENIZER_DIR = REPO.parent / "shared" / "data" / "qwen3-tokenizer"
+
+ARCHS = ("qwen35", "qwen3")
+TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+N_VOCAB = 151936
+THREADS = 2
+
+if str(TOOLS) not in sys.path:
+    sys.path.insert(0, str(TOOLS))
+
+# ~70 tokens of ordinary text (prose, numbers, punctuation, code, non-ASCII) for the main checks.
+TEXT_SHORT = (
+    "The quick brown fox jumps over the lazy dog. In 1492, Columbus sailed the ocean blue; "
+    "meanwhile Kazeia runs GGUF models on phones (ARM64) and x86-64 laptops. "
+    "def f(x): return x**2 + 1  # café, naïve, 東京"
+)
+
+# A longer passage for the 500-token prefill check (self-contained, so references never drift).
+TEXT_LONG = (
+    "Once upon a time, in a small village at the edge of a great forest, there lived an old "
+    "clockmaker named Elias. Every morning he opened the shutters of his workshop at exactly "
+    "seven o'clock, wound the forty-two clocks that hung on the walls, and set a kettle of water "
+    "on the stove. The villagers said you could set your watch by him, and many of them did. "
+    "One winter, a girl of about twelve knocked on his door carrying a broken pocket watch. "
+    "\"It was my grandmother's,\" she said. \"Can you make it run again?\" Elias turned it over in "
+    "his hands: the crystal was cracked, the mainspring had snapped, and three teeth were missing "
+    "from the escape wheel. \"It will take time,\" he answered, \"perhaps a month.\"\n\n"
+    "Chapter 2. Measurements\n"
+    "| part | diameter (mm) | teeth |\n|---|---|---|\n| escape wheel | 6.35 | 15 |\n"
+    "| third wheel | 8.10 | 60 |\n| center wheel | 10.42 | 80 |\n\n"
+    "He wrote a small program to check the gear ratios:\n"
+    "```python\nratios = {\"center\": 80 / 10, \"third\": 60 / 8, \"fourth\": 56 / 7}\n"
+    "for name, r in sorted(ratios.items()):\n    print(f\"{name:>8}: {r:6.3f}\")\n```\n"
+    "The output surprised him: the fourth wheel turned eight times for every turn of the third, "
+    "not seven and a half. Somebody, long ago, had replaced a wheel with one that did not belong. "
+    "Über die Jahre hatte die Uhr viele Besitzer gehabt; 每一位主人都留下了自己的痕迹。 "
+    "Les réparations précédentes étaient maladroites mais honnêtes. "
+    "By the end of February the watch was ticking again, 18,000 beats per hour, losing no more "
+    "than four seconds a day. The girl came back on the first of March, listened to it for a "
+    "long while, and then asked whether he would teach her how it worked. He said yes. "
+    "Years later, when people in the village set their watches, they set them by her.\n\n"
+    "Appendix: a checklist for opening a movement. 1) Let down the mainspring before anything "
+    "else. 2) Photograph every step; screws that look identical rarely are. 3) Clean, inspect, "
+    "oil sparingly: one drop too many is worse than none at all. 4) Never force a wheel. "
+    "Q: Why does a watch gain time in the cold? A: It usually loses; steel hairsprings stiffen "
+    "less than brass balance wheels shrink, but modern alloys largely cancel both effects."
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# stamps: regenerate derived files when the code that makes them changes
+
+def _file_hash(paths):
+    h = hashlib.sha256()
+    for p in paths:
+        p = Path(p)
+        h.update(p.name.encode())
+        h.update(p.read_bytes() if p.is_file() else b"<missing>")
+    return h.hexdigest()[:16]
+
+
+def hf_stamp():
+    return _file_hash([TOOLS / "make_tiny_hf.py", TOKENIZER_DIR / "tokenizer.json"])
+
+
+def gguf_stamp():
+    return hf_stamp() + _file_hash([TOOLS / "convert_hf.py", TOOLS / "convert_tokenizer.py"])
+
+
+def _fresh(path, stamp):
+    s = Path(str(path) + ".stamp")
+    return Path(path).exists() and s.is_file() and s.read_text() == stamp
+
+
+def _mark(path, stamp):
+    Path(str(path) + ".stamp").write_text(stamp)
+
+
+# ---------------------------------------------------------------------------------------------
+# models
+
+def hf_dir(arch):
+    return MODELS / "hf" / f"{arch}-tiny"
+
+
+def ensure_hf(arch):
+    """Build the tiny HF checkpoint (subprocess: keeps torch state of the test process clean)."""
+    d = hf_dir(arch)
+    stamp = hf_stamp()
+    if not _fresh(d, stamp):
+        d.parent.mkdir(parents=True, exist_ok=True)
+        which = "qwen35,qwen35-vlm" if arch == "qwen35" else arch
+        run([sys.executable, str(TOOLS / "make_tiny_hf.py"), str(d.parent), "--which", which,
+             "--tokenizer", str(TOKENIZER_DIR)])
+        _mark(d, stamp)
+    return d
+
+
+def ensure_hf_vlm():
+    ensure_hf("qwen35")
+    return MODELS / "hf" / "qwen35-tiny-vlm"
+
+
+def gguf_path(arch, typ):
+    return MODELS / "gguf" / f"{arch}-tiny-{typ}.gguf"
+
+
+def ensure_gguf(arch, typ, src=None, out=None):
+    import convert_hf
+    src = src or ensure_hf(arch)
+    out = Path(out or gguf_path(arch, typ))
+    stamp = gguf_stamp()
+    if not _fresh(out, stamp):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        convert_hf.convert(str(src), str(out), typ, verbose=False)
+        _mark(out, stamp)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# tokens
+
+def tokenize(text):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
+    return tok.encode(text, add_special_tokens=False).ids
+
+
+def tokens_short():
+    ids = tokenize(TEXT_SHORT)
+    assert 64 <= len(ids) <= 90, f"TEXT_SHORT gives {len(ids)} tokens, want ~70"
+    return ids
+
+
+def tokens_long(n=500):
+    ids = tokenize(TEXT_LONG)
+    assert len(ids) >= n, f"TEXT_LONG gives only {len(ids)} tokens, want >= {n}"
+    return ids[:n]
+
+
+# ---------------------------------------------------------------------------------------------
+# reference logits (transformers, float32, eager attention), cached on disk
+
+def hf_logits(arch, tokens):
+    key = hashlib.sha256((hf_stamp() + arch + ",".join(map(str, tokens))).encode()).hexdigest()[:16]
+    cache = MODELS / "ref" / f"{arch}-{len(tokens)}-{key}.npy"
+    if cache.is_file():
+        return np.load(cache)
+    import torch
+    from transformers import AutoModelForCausalLM
+    d = ensure_hf(arch)
+    torch.set_num_threads(THREADS)
+    m = AutoModelForCausalLM.from_pretrained(str(d), dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.no_grad():
+        lg = m(torch.tensor([tokens], dtype=torch.long)).logits[0].float().numpy()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.save(cache, lg)
+    return lg
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine
+
+def kazeia_bin():
+    return REPO / BUILD / "kazeia"
+
+
+def require_kazeia():
+    b = kazeia_bin()
+    if not (b.is_file() and os.access(b, os.X_OK)):
+        raise AssertionError(f"engine binary {b} not built (run `make`, or set KZ_BUILD)")
+    return b
+
+
+def run(cmd, timeout=600):
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise AssertionError(f"command failed ({p.returncode}): {' '.join(map(str, cmd))}\n"
+                             f"stdout: {p.stdout[-2000:]}\nstderr: {p.stderr[-2000:]}")
+    return p
+
+
+def kz_logits(model, tokens, prefill=None, threads=THREADS, kv="f32", n_vocab=N_VOCAB):
+    """`kazeia logits`: first `prefill` tokens in one batch, the rest one at a time.
+    Returns float32 [len(tokens), n_vocab]."""
+    b = require_kazeia()
+    with tempfile.TemporaryDirectory() as td:
+        out = Path(td) / "logits.bin"
+        cmd = [b, "logits", "-m", model, "--tokens", ",".join(map(str, tokens)), "-t", threads,
+               "--kv", kv, "-o", out]
+        if prefill is not None:
+            cmd[5:5] = ["--prefill", prefill]
+        run(cmd)
+        raw = np.fromfile(out, dtype=np.float32)
+    want = len(tokens) * n_vocab
+    if raw.size != want:
+        raise AssertionError(f"kazeia logits wrote {raw.size} floats, want {len(tokens)} x {n_vocab} = {want}")
+    return raw.reshape(len(tokens), n_vocab)
+
+
+# ---------------------------------------------------------------------------------------------
+# comparisons and the report
+
+def rel_err(a, b):
+    """Per-position ||a - b|| / ||b|| (rows)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def top1(a, b):
+    return float(np.mean(np.argmax(a, axis=1) == np.argmax(b, axis=1)))
+
+
+class Report:
+    """Collects result rows; written to build-test-models/report.txt at session end."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, suite, arch, typ, what, max_rel, mean_rel, top1_frac, n, bound):
+        self.rows.append(dict(suite=suite, arch=arch, type=typ, what=what, max_rel=float(max_rel),
+                              mean_rel=float(mean_rel), top1=float(top1_frac), n=int(n), bound=bound))
+
+    def table(self):
+        if not self.rows:
+            return ""
+        hdr = f"{'suite':<14} {'arch':<7} {'type':<5} {'what':<24} {'n':>4} {'max rel':>10} {'mean rel':>10} {'top1':>7} {'bound':>8}"
+        lines = [hdr, "-" * len(hdr)]
+        for r in self.rows:
+            lines.append(f"{r['suite']:<14} {r['arch']:<7} {r['type']:<5} {r['what']:<24} {r['n']:>4} "
+                         f"{r['max_rel']:>10.3e} {r['mean_rel']:>10.3e} {r['top1']:>7.3f} {str(r['bound']):>8}")
+        return "\n".join(lines) + "\n"
+
+    def write(self, path):
+        if not self.rows:
+            return
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        old = []
+        jpath = path.with_suffix(".json")
+        if jpath.is_file():  # keep rows of suites not run this time
+            try:
+                old = [r for r in json.loads(jpath.read_text())
+                       if (r["suite"], r["arch"], r["type"], r["what"]) not in
+                       {(x["suite"], x["arch"], x["type"], x["what"]) for x in self.rows}]
+            except (ValueError, KeyError):
+                old = []
+        merged = Report()
+        merged.rows = old + self.rows
+        jpath.write_text(json.dumps(merged.rows, indent=1))
+        path.write_text(merged.table())
+
+
+# ---------------------------------------------------------------------------------------------
+# llama.cpp (llama-cpp-python) on the same GGUF files
+
+def lc_logits(model, tokens, prefill=None, threads=THREADS):
+    """All-position logits from llama.cpp: `prefill` tokens in one batch, then one at a time
+    (same schedule as kz_logits). KV cache in F32 so only weights/activations differ."""
+    import llama_cpp
+    n = len(tokens)
+    prefill = n if prefill is None else prefill
+    llm = llama_cpp.Llama(model_path=str(model), n_ctx=((n + 15) // 16) * 16 + 16, n_batch=max(prefill, 1),
+                          n_ubatch=max(prefill, 1), logits_all=True, n_threads=threads, n_threads_batch=threads,
+                          type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32, verbose=False)
+    try:
+        if prefill > 0:
+            llm.eval(list(tokens[:prefill]))
+        for t in tokens[prefill:]:
+            llm.eval([t])
+        out = np.array(llm.scores[:n], dtype=np.float32)
+    finally:
+        llm.close()
+    return out

@@ -1,0 +1,335 @@
+"""Converter and engine against Hugging Face transformers.
+
+Converter part (needs no engine): GGUF metadata / tensor names / types / transforms checked with
+gguf.GGUFReader against the HF safetensors read with the `safetensors` package; the
+Qwen3_5ForConditionalGeneration layout and a BF16 checkpoint convert to the same weights.
+
+Engine part: `kazeia logits` on the converted tiny models vs transformers float32 (eager
+attention) on the same ~70 real-text tokens (prefill len-3, then 3 decode steps) and a 500-token
+prefill. F32 files must match to 1e-4 relative at every position with identical argmax; the
+other types must stay inside bounds measured on these models (see BOUNDS).
+"""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import kzutil
+from kzutil import ARCHS, TYPES
+
+import gguf
+from gguf import GGUFReader, GGMLQuantizationType as QT
+from safetensors import safe_open
+
+# Bounds vs transformers, per type: (max rel over positions, mean rel, min top-1 agreement).
+# Measured on these tiny models with llama.cpp on the same files (build-test-models/report.txt
+# has the current numbers): f16 max 4.2e-3, bf16 3.8e-2, q8_0 0.116 (qwen35) / 0.041 (qwen3),
+# q4_0 0.95 / 0.53. Random tiny nets amplify weight rounding ~5-10x, so quantized bounds are
+# loose; they still catch a broken kernel (uncorrelated logits give rel ~1.4, top-1 ~0).
+BOUNDS = {
+    "qwen35": {"f16": (1e-2, 5e-3, 0.95), "bf16": (6e-2, 3e-2, 0.90),
+               "q8_0": (0.2, 0.1, 0.75), "q4_0": (1.2, 0.75, 0.05)},
+    "qwen3": {"f16": (5e-3, 2.5e-3, 0.95), "bf16": (3e-2, 2e-2, 0.90),
+              "q8_0": (0.08, 0.05, 0.85), "q4_0": (0.8, 0.5, 0.15)},
+}
+F32_BOUND = 1e-4
+
+EXPECT = {  # metadata of the tiny models (tools/make_tiny_hf.py), spelled out
+    "qwen35": {"block_count": 8, "embedding_length": 128, "feed_forward_length": 256,
+               "attention.head_count": 4, "attention.head_count_kv": 2, "attention.key_length": 64,
+               "attention.value_length": 64, "rope.dimension_count": 16, "rope.freq_base": 1e7,
+               "rope.dimension_sections": [11, 11, 10, 0], "full_attention_interval": 4,
+               "ssm.conv_kernel": 4, "ssm.state_size": 32, "ssm.group_count": 2,
+               "ssm.time_step_rank": 4, "ssm.inner_size": 128, "context_length": 4096},
+    "qwen3": {"block_count": 8, "embedding_length": 128, "feed_forward_length": 256,
+              "attention.head_count": 4, "attention.head_count_kv": 2, "attention.key_length": 32,
+              "attention.value_length": 32, "rope.freq_base": 1e6, "context_length": 4096},
+}
+FILE_TYPE = {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "q4_0": 2}
+MAT_TYPE = {"f32": QT.F32, "f16": QT.F16, "bf16": QT.BF16, "q8_0": QT.Q8_0, "q4_0": QT.Q4_0}
+
+
+def expected_tensor_names(arch):
+    names = {"token_embd.weight", "output_norm.weight"}
+    for i in range(8):
+        common = ["attn_norm", "ffn_gate", "ffn_up", "ffn_down"]
+        if arch == "qwen3":
+            per = common + ["ffn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm"]
+        elif (i + 1) % 4 == 0:
+            per = common + ["post_attention_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                            "attn_q_norm", "attn_k_norm"]
+        else:
+            per = common + ["post_attention_norm", "attn_qkv", "attn_gate", "ssm_beta", "ssm_alpha",
+                            "ssm_conv1d", "ssm_norm", "ssm_out"]
+        names |= {f"blk.{i}.{p}.weight" for p in per}
+        if arch == "qwen35" and (i + 1) % 4 != 0:
+            names |= {f"blk.{i}.ssm_a", f"blk.{i}.ssm_dt.bias"}
+    return names
+
+
+def kv(reader, key):
+    f = reader.fields[key]
+    if f.types[0] == gguf.GGUFValueType.ARRAY:
+        return [f.parts[i].tolist()[0] for i in f.data]
+    if f.types[0] == gguf.GGUFValueType.STRING:
+        return bytes(f.parts[f.data[0]]).decode()
+    return f.parts[f.data[0]].tolist()[0]
+
+
+def tensors_of(reader):
+    return {t.name: t for t in reader.tensors}
+
+
+def as_f32(t):
+    """GGUF tensor -> float32 numpy array in row-major (HF) orientation."""
+    shape = tuple(int(x) for x in reversed(t.shape))
+    return gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape).astype(np.float32)
+
+
+def hf_tensors(arch):
+    d = kzutil.ensure_hf(arch)
+    out = {}
+    with safe_open(str(d / "model.safetensors"), framework="np") as f:
+        for k in f.keys():
+            out[k] = f.get_tensor(k)
+    return out
+
+
+# ------------------------------------------------------------------------------------ converter
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_convert_metadata_and_names(arch):
+    r = GGUFReader(kzutil.ensure_gguf(arch, "f32"))
+    assert kv(r, "general.architecture") == arch
+    for k, want in EXPECT[arch].items():
+        got = kv(r, f"{arch}.{k}")
+        if isinstance(want, float):
+            assert got == pytest.approx(want, rel=1e-6), k
+        else:
+            assert got == want, k
+    assert kv(r, f"{arch}.attention.layer_norm_rms_epsilon") == pytest.approx(1e-6, rel=1e-6)
+    assert kv(r, "general.file_type") == 0
+    assert f"{arch}.nextn_predict_layers" not in r.fields  # MTP block skipped
+    if arch == "qwen3":
+        assert "qwen3.rope.dimension_count" not in r.fields  # llama.cpp default = head_dim
+    assert kv(r, "tokenizer.ggml.model") == "gpt2"
+    assert kv(r, "tokenizer.ggml.pre") == ("qwen35" if arch == "qwen35" else "qwen2")
+    assert len(r.fields["tokenizer.ggml.tokens"].data) == kzutil.N_VOCAB
+    names = set(tensors_of(r))
+    want = expected_tensor_names(arch)
+    assert names == want, f"missing {sorted(want - names)[:5]} extra {sorted(names - want)[:5]}"
+    assert "output.weight" not in names  # tied embeddings
+
+
+@pytest.mark.parametrize("typ", TYPES)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_convert_types(arch, typ):
+    r = GGUFReader(kzutil.ensure_gguf(arch, typ))
+    assert kv(r, "general.file_type") == FILE_TYPE[typ]
+    for name, t in tensors_of(r).items():
+        small = len(t.shape) == 1 or name.endswith(("_norm.weight", "ssm_conv1d.weight",
+                                                    "ssm_alpha.weight", "ssm_beta.weight"))
+        want = QT.F32 if small else MAT_TYPE[typ]
+        if want in (QT.Q8_0, QT.Q4_0) and int(t.shape[0]) % 32:
+            want = QT.F16
+        assert t.tensor_type == want, f"{name}: {t.tensor_type.name}, want {want.name}"
+    if typ != "f32":  # quantized weights decode back to the f32 file's values
+        ref = tensors_of(GGUFReader(kzutil.ensure_gguf(arch, "f32")))
+        tol = {"f16": 1e-3, "bf16": 8e-3, "q8_0": 1e-2, "q4_0": 0.15}[typ]
+        for name, t in tensors_of(r).items():
+            a, b = as_f32(t), as_f32(ref[name])
+            assert a.shape == b.shape, name
+            e = np.linalg.norm(a - b) / np.linalg.norm(b)
+            assert e <= tol, f"{name}: rel err {e:.3g} > {tol}"
+
+
+def test_convert_qwen35_transforms():
+    """Each llama.cpp transform, checked against the raw HF tensors with literal expectations."""
+    hf = hf_tensors("qwen35")
+    g = {n: as_f32(t) for n, t in tensors_of(GGUFReader(kzutil.ensure_gguf("qwen35", "f32"))).items()}
+    L = "model.layers"
+    np.testing.assert_array_equal(g["token_embd.weight"], hf["model.embed_tokens.weight"])
+    # zero-centred RMSNorms get + 1; the gated GDN norm does not
+    np.testing.assert_allclose(g["output_norm.weight"], hf["model.norm.weight"] + 1, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(g["blk.0.attn_norm.weight"], hf[f"{L}.0.input_layernorm.weight"] + 1, atol=1e-7)
+    np.testing.assert_allclose(g["blk.5.post_attention_norm.weight"],
+                               hf[f"{L}.5.post_attention_layernorm.weight"] + 1, atol=1e-7)
+    np.testing.assert_allclose(g["blk.3.attn_q_norm.weight"], hf[f"{L}.3.self_attn.q_norm.weight"] + 1, atol=1e-7)
+    np.testing.assert_allclose(g["blk.7.attn_k_norm.weight"], hf[f"{L}.7.self_attn.k_norm.weight"] + 1, atol=1e-7)
+    np.testing.assert_array_equal(g["blk.1.ssm_norm.weight"], hf[f"{L}.1.linear_attn.norm.weight"])
+    np.testing.assert_array_equal(g["blk.3.attn_q.weight"], hf[f"{L}.3.self_attn.q_proj.weight"])
+    np.testing.assert_array_equal(g["blk.2.ffn_down.weight"], hf[f"{L}.2.mlp.down_proj.weight"])
+    # V-head reorder, H_k = 2, H_v = 4 (R = 2): GGUF head n <- HF head [0, 2, 1, 3][n]
+    perm = [0, 2, 1, 3]
+    hd, kd = 32, 64
+    a_log = hf[f"{L}.2.linear_attn.A_log"]
+    np.testing.assert_allclose(g["blk.2.ssm_a"], -np.exp(a_log)[perm], rtol=1e-6)
+    assert np.all(g["blk.2.ssm_a"] < 0)
+    np.testing.assert_array_equal(g["blk.2.ssm_dt.bias"], hf[f"{L}.2.linear_attn.dt_bias"][perm])
+    for hfn, gn in (("in_proj_b", "ssm_beta"), ("in_proj_a", "ssm_alpha")):
+        np.testing.assert_array_equal(g[f"blk.4.{gn}.weight"], hf[f"{L}.4.linear_attn.{hfn}.weight"][perm])
+
+    def heads(x, axis):  # split V-head blocks of 32 along axis
+        return [np.take(x, range(h * hd, (h + 1) * hd), axis=axis) for h in range(4)]
+    z = hf[f"{L}.0.linear_attn.in_proj_z.weight"]
+    for n in range(4):
+        np.testing.assert_array_equal(heads(g["blk.0.attn_gate.weight"], 0)[n], heads(z, 0)[perm[n]])
+    qkv = hf[f"{L}.1.linear_attn.in_proj_qkv.weight"]
+    gq = g["blk.1.attn_qkv.weight"]
+    np.testing.assert_array_equal(gq[:2 * kd], qkv[:2 * kd])  # q, k rows untouched
+    for n in range(4):
+        np.testing.assert_array_equal(heads(gq[2 * kd:], 0)[n], heads(qkv[2 * kd:], 0)[perm[n]])
+    conv = hf[f"{L}.6.linear_attn.conv1d.weight"]  # [256, 1, 4]
+    assert conv.shape == (256, 1, 4)
+    gc = g["blk.6.ssm_conv1d.weight"]
+    assert gc.shape == (256, 4)  # GGUF ne = [4, 256]
+    np.testing.assert_array_equal(gc[:2 * kd], conv[:2 * kd, 0, :])
+    for n in range(4):
+        np.testing.assert_array_equal(heads(gc[2 * kd:], 0)[n], heads(conv[2 * kd:, 0, :], 0)[perm[n]])
+    out = hf[f"{L}.5.linear_attn.out_proj.weight"]  # [128 (d), 128 (value_dim)]: columns reorder
+    for n in range(4):
+        np.testing.assert_array_equal(heads(g["blk.5.ssm_out.weight"], 1)[n], heads(out, 1)[perm[n]])
+    # the reorder is a real permutation here (the test would pass vacuously otherwise)
+    assert not np.array_equal(g["blk.5.ssm_out.weight"], out)
+
+
+def test_convert_qwen3_plain_norms():
+    hf = hf_tensors("qwen3")
+    g = {n: as_f32(t) for n, t in tensors_of(GGUFReader(kzutil.ensure_gguf("qwen3", "f32"))).items()}
+    np.testing.assert_array_equal(g["output_norm.weight"], hf["model.norm.weight"])
+    np.testing.assert_array_equal(g["blk.0.ffn_norm.weight"], hf["model.layers.0.post_attention_layernorm.weight"])
+    np.testing.assert_array_equal(g["blk.4.attn_q_norm.weight"], hf["model.layers.4.self_attn.q_norm.weight"])
+    np.testing.assert_array_equal(g["blk.4.attn_k.weight"], hf["model.layers.4.self_attn.k_proj.weight"])
+
+
+def test_convert_vlm_layout_matches(tmp_path):
+    """Qwen3_5ForConditionalGeneration layout (text_config, model.language_model.*, vision tensor,
+    two shards + index) converts to exactly the same tensors and keys."""
+    src = kzutil.ensure_hf_vlm()
+    assert json.loads((src / "config.json").read_text())["architectures"] == ["Qwen3_5ForConditionalGeneration"]
+    out = kzutil.ensure_gguf("qwen35", "q8_0", src=src, out=kzutil.MODELS / "gguf" / "qwen35-tiny-vlm-q8_0.gguf")
+    a = GGUFReader(out)
+    b = GGUFReader(kzutil.ensure_gguf("qwen35", "q8_0"))
+    ta, tb = tensors_of(a), tensors_of(b)
+    assert set(ta) == set(tb)
+    for n in ta:
+        assert ta[n].tensor_type == tb[n].tensor_type, n
+        np.testing.assert_array_equal(np.asarray(ta[n].data), np.asarray(tb[n].data), err_msg=n)
+    ka = {k for k in a.fields if not k.startswith("general.name")}
+    kb = {k for k in b.fields if not k.startswith("general.name")}
+    assert ka == kb
+    for k in ka:
+        if k.startswith("tokenizer.ggml.tokens") or k.startswith("tokenizer.ggml.merges"):
+            continue  # large; same source files
+        assert kv(a, k) == kv(b, k), k
+
+
+def test_convert_bf16_checkpoint(tmp_path):
+    """Real checkpoints are BF16 (which numpy cannot load): converting a BF16 copy must give the
+    BF16-rounded weights exactly."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    src = kzutil.ensure_hf("qwen3")
+    d = tmp_path / "qwen3-bf16"
+    d.mkdir()
+    sd = load_file(str(src / "model.safetensors"))
+    save_file({k: v.to(torch.bfloat16) for k, v in sd.items()}, str(d / "model.safetensors"), metadata={"format": "pt"})
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(src / f, d / f)
+    import convert_hf
+    out = convert_hf.convert(str(d), str(tmp_path / "o.gguf"), "f32", verbose=False)
+    g = {n: as_f32(t) for n, t in tensors_of(GGUFReader(out)).items()}
+    for hfn, gn in (("model.embed_tokens.weight", "token_embd.weight"),
+                    ("model.layers.2.self_attn.v_proj.weight", "blk.2.attn_v.weight"),
+                    ("model.layers.7.mlp.down_proj.weight", "blk.7.ffn_down.weight"),
+                    ("model.norm.weight", "output_norm.weight")):
+        want = sd[hfn].to(torch.bfloat16).float().numpy()
+        np.testing.assert_array_equal(g[gn], want, err_msg=gn)
+
+
+def test_convert_rejects_bad_input(tmp_path):
+    import convert_hf
+    src = kzutil.ensure_hf("qwen3")
+    d = tmp_path / "bad"
+    d.mkdir()
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["architectures"] = ["LlamaForCausalLM"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(convert_hf.ConvertError, match="LlamaForCausalLM"):
+        convert_hf.convert(str(d), str(tmp_path / "x.gguf"), "f32", verbose=False)
+    cfg["architectures"] = ["Qwen3ForCausalLM"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(convert_hf.ConvertError, match="safetensors"):
+        convert_hf.convert(str(d), str(tmp_path / "x.gguf"), "f32", verbose=False)
+    (d / "model.safetensors").write_bytes(b"\xff" * 16)  # header length far beyond the file
+    with pytest.raises(convert_hf.ConvertError, match="header"):
+        convert_hf.convert(str(d), str(tmp_path / "x.gguf"), "f32", verbose=False)
+    with pytest.raises(convert_hf.ConvertError, match="--type"):
+        convert_hf.convert(str(src), str(tmp_path / "x.gguf"), "q5_k", verbose=False)
+    assert not (tmp_path / "x.gguf").exists()
+
+
+# ------------------------------------------------------------------------------------ engine
+
+def _check_margins(ref, min_gap):
+    """The comparison is only meaningful if the reference has no near-ties at the top."""
+    s = np.sort(ref, axis=1)
+    gap = s[:, -1] - s[:, -2]
+    assert gap.min() > min_gap, f"reference top-2 gap {gap.min():.2e} at {gap.argmin()}: regenerate the tiny model"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_f32_vs_transformers(arch, report):
+    toks = kzutil.tokens_short()
+    ref = kzutil.hf_logits(arch, toks)
+    _check_margins(ref, 1e-3)
+    g = kzutil.ensure_gguf(arch, "f32")
+    for prefill, what in ((len(toks) - 3, f"prefill {len(toks) - 3} + 3 dec"), (1, "1 + all decode")):
+        ours = kzutil.kz_logits(g, toks, prefill=prefill)
+        rel = kzutil.rel_err(ours, ref)
+        report.add("vs-hf", arch, "f32", what, rel.max(), rel.mean(), kzutil.top1(ours, ref), len(toks), F32_BOUND)
+        bad = np.nonzero(rel > F32_BOUND)[0]
+        assert bad.size == 0, f"{what}: rel err > {F32_BOUND} at positions {bad[:10].tolist()} (max {rel.max():.3e})"
+        am, ar = ours.argmax(1), ref.argmax(1)
+        assert np.array_equal(am, ar), f"{what}: argmax differs at {np.nonzero(am != ar)[0][:10].tolist()}"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_prefill500_vs_transformers(arch, report):
+    toks = kzutil.tokens_long(500)
+    ref = kzutil.hf_logits(arch, toks)
+    _check_margins(ref, 2e-4)
+    ours = kzutil.kz_logits(kzutil.ensure_gguf(arch, "f32"), toks, prefill=len(toks))
+    rel = kzutil.rel_err(ours, ref)
+    report.add("vs-hf", arch, "f32", "prefill 500", rel.max(), rel.mean(), kzutil.top1(ours, ref), len(toks), F32_BOUND)
+    bad = np.nonzero(rel > F32_BOUND)[0]
+    assert bad.size == 0, f"rel err > {F32_BOUND} at positions {bad[:10].tolist()} (max {rel.max():.3e})"
+    am, ar = ours.argmax(1), ref.argmax(1)
+    assert np.array_equal(am, ar), f"argmax differs at {np.nonzero(am != ar)[0][:10].tolist()}"
+
+
+@pytest.mark.parametrize("typ", [t for t in TYPES if t != "f32"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_quantized_vs_transformers(arch, typ, report):
+    toks = kzutil.tokens_short()
+    ref = kzutil.hf_logits(arch, toks)
+    ours = kzutil.kz_logits(kzutil.ensure_gguf(arch, typ), toks, prefill=len(toks) - 3)
+    rel = kzutil.rel_err(ours, ref)
+    t1 = kzutil.top1(ours, ref)
+    mx, mean, top = BOUNDS[arch][typ]
+    report.add("vs-hf", arch, typ, f"prefill {len(toks) - 3} + 3 dec", rel.max(), rel.mean(), t1, len(toks), mx)
+    assert rel.max() <= mx and rel.mean() <= mean and t1 >= top, \
+        f"{arch} {typ}: max rel {rel.max():.3e} (<= {mx}), mean {rel.mean():.3e} (<= {mean}), top1 {t1:.3f} (>= {top})"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_kv_f16_vs_transformers(arch, report):
+    """F16 KV cache on F32 weights: only K/V rounding differs (attention layers only in qwen35)."""
+    toks = kzutil.tokens_short()
+    ref = kzutil.hf_logits(arch, toks)
+    ours = kzutil.kz_logits(kzutil.ensure_gguf(arch, "f32"), toks, prefill=len(toks) - 3, kv="f16")
+    rel = kzutil.rel_err(ours, ref)
+    report.add("vs-hf", arch, "f32", "kv f16", rel.max(), rel.mean(), kzutil.top1(ours, ref), len(toks), 5e-3)
+    assert rel.max() <= 5e-3, f"max rel {rel.max():.3e}"
+    assert kzutil.top1(ours, ref) >= 0.97

@@ -1,0 +1,330 @@
+/* Unit tests of the forward-pass kernels (ops, GDN, attention) against straightforward
+ * double-precision references on odd sizes and random non-zero data. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "attention.h"
+#include "fp16.h"
+#include "gdn.h"
+#include "kt.h"
+#include "ops.h"
+
+static unsigned long long rs = 0x9e3779b97f4a7c15ull;
+static void fill(float *x, int n, float scale) {
+    for (int i = 0; i < n; i++) x[i] = kt_randf(&rs) * scale;
+}
+/* max |a-b| / max(max|b|, tiny) */
+static double relmax(const float *a, const double *b, int n) {
+    double m = 0, e = 0;
+    for (int i = 0; i < n; i++) {
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+        double d = fabs((double)a[i] - b[i]);
+        if (d > e) e = d;
+    }
+    return e / (m > 1e-30 ? m : 1e-30);
+}
+
+static void test_rmsnorm(void) {
+    const int ns[] = {1, 7, 33, 333};
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        int n = ns[k];
+        float *x = malloc(n * sizeof(float)), *w = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+        double *r = malloc(n * sizeof(double));
+        fill(x, n, 3.0f);
+        fill(w, n, 1.5f);
+        double ss = 0;
+        for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+        double inv = 1.0 / sqrt(ss / n + 1e-6);
+        for (int i = 0; i < n; i++) r[i] = x[i] * inv * w[i];
+        kz_rmsnorm(y, x, w, n, 1e-6f);
+        CHECKF(relmax(y, r, n) < 1e-6, "rmsnorm n=%d rel %g", n, relmax(y, r, n));
+        for (int i = 0; i < n; i++) r[i] = x[i] * inv;
+        kz_rmsnorm(x, x, NULL, n, 1e-6f); /* in place, no weight */
+        CHECKF(relmax(x, r, n) < 1e-6, "rmsnorm in-place n=%d", n);
+        free(x); free(w); free(y); free(r);
+    }
+    /* eps matters for a tiny row: 1e-4 values with eps 1e-6 */
+    float t[3] = {1e-4f, -2e-4f, 3e-4f}, o[3];
+    kz_rmsnorm(o, t, NULL, 3, 1e-6f);
+    double ms = (1e-8 + 4e-8 + 9e-8) / 3.0, inv = 1.0 / sqrt(ms + 1e-6);
+    double rr[3] = {1e-4 * inv, -2e-4 * inv, 3e-4 * inv};
+    CHECKF(relmax(o, rr, 3) < 1e-5, "rmsnorm eps");
+}
+
+static void test_l2norm(void) {
+    float x[37];
+    double r[37];
+    fill(x, 37, 2.0f);
+    double ss = 0;
+    for (int i = 0; i < 37; i++) ss += (double)x[i] * x[i];
+    for (int i = 0; i < 37; i++) r[i] = x[i] / sqrt(ss);
+    kz_l2norm(x, 37, 1e-6f);
+    CHECKF(relmax(x, r, 37) < 1e-6, "l2norm");
+    /* below eps: divided by eps (llama.cpp), not blown up to unit length */
+    float t[5] = {1e-8f, -2e-8f, 0, 3e-8f, 0};
+    double tr[5] = {1e-2, -2e-2, 0, 3e-2, 0};
+    kz_l2norm(t, 5, 1e-6f);
+    CHECKF(relmax(t, tr, 5) < 1e-5, "l2norm tiny: %g %g", t[0], t[3]);
+    float z[4] = {0, 0, 0, 0};
+    kz_l2norm(z, 4, 1e-6f);
+    CHECK(z[0] == 0 && z[3] == 0 && !isnan(z[1]));
+}
+
+static void test_scalar_fns(void) {
+    const double xs[] = {-100, -30, -20, -5, -1e-3, 0, 1e-3, 0.7, 5, 19.99, 20, 20.01, 50, 100};
+    for (size_t i = 0; i < sizeof xs / sizeof *xs; i++) {
+        double x = xs[i];
+        double sp = x > 20 ? x : log1p(exp(x));
+        float s = kz_softplus((float)x);
+        CHECKF(isfinite(s) && fabs(s - sp) <= 2e-6 * fabs(sp) + 1e-44, "softplus(%g) = %g, want %g", x, s, sp);
+        double sg = 1.0 / (1.0 + exp(-x));
+        CHECKF(fabs(kz_sigmoid((float)x) - sg) < 1e-6, "sigmoid(%g)", x);
+        double si = x * sg;
+        float fs = kz_silu((float)x);
+        CHECKF(isfinite(fs) && fabs(fs - si) <= 1e-6 * (fabs(si) + 1e-30) + 1e-37, "silu(%g) = %g want %g", x, fs, si);
+    }
+    CHECK(kz_softplus(0.0f) == (float)log(2.0));
+    CHECK(kz_silu(-1000.0f) == 0.0f && kz_sigmoid(1000.0f) == 1.0f && kz_sigmoid(-1000.0f) == 0.0f);
+    /* softmax: large values, stable; odd n */
+    float v[5] = {1000.0f, 999.0f, -1000.0f, 998.5f, 1000.0f};
+    double e[5], sum = 0;
+    for (int i = 0; i < 5; i++) { e[i] = exp((double)v[i] - 1000.0); sum += e[i]; }
+    for (int i = 0; i < 5; i++) e[i] /= sum;
+    kz_softmax(v, 5);
+    CHECKF(relmax(v, e, 5) < 1e-6, "softmax large");
+    float one[1] = {-3.0f};
+    kz_softmax(one, 1);
+    CHECK(one[0] == 1.0f);
+    /* swiglu and dot on odd n */
+    float a[13], b[13], d1 = 0;
+    double ra[13], dd = 0;
+    fill(a, 13, 4.0f);
+    fill(b, 13, 2.0f);
+    for (int i = 0; i < 13; i++) { dd += (double)a[i] * b[i]; ra[i] = a[i] / (1 + exp(-(double)a[i])) * b[i]; }
+    d1 = kz_dot(a, b, 13);
+    CHECKF(fabs(d1 - dd) < 1e-5 * (fabs(dd) + 1), "dot");
+    kz_swiglu(a, b, 13);
+    CHECKF(relmax(a, ra, 13) < 1e-6, "swiglu");
+}
+
+static void rope_ref(double *out, const float *x, int hd, int n_rot, int pos, double base, const unsigned char *use) {
+    for (int i = 0; i < hd; i++) out[i] = x[i];
+    for (int i = 0; i < n_rot / 2; i++) {
+        double th = (use && !use[i]) ? 0 : pos * pow(base, -2.0 * i / n_rot);
+        double x0 = x[i], x1 = x[i + n_rot / 2];
+        out[i] = x0 * cos(th) - x1 * sin(th);
+        out[i + n_rot / 2] = x0 * sin(th) + x1 * cos(th);
+    }
+}
+
+static void test_rope(void) {
+    struct { int hd, n_rot, pos; double base; } cs[] = {
+        {40, 12, 0, 1e7}, {40, 12, 1, 1e7}, {40, 12, 12345, 1e7}, {24, 24, 77, 1e6}, {256, 64, 262000, 1e7},
+        {6, 2, 3, 10000}};
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+        float x[256], tab[256];
+        double r[256];
+        int hd = cs[k].hd, nr = cs[k].n_rot;
+        fill(x, hd, 2.0f);
+        rope_ref(r, x, hd, nr, cs[k].pos, cs[k].base, NULL);
+        kz_rope_table(tab, nr, cs[k].pos, (float)cs[k].base, NULL);
+        float y[256];
+        for (int i = 0; i < hd; i++) y[i] = x[i];
+        kz_rope_neox(y, nr, tab);
+        CHECKF(relmax(y, r, hd) < 2e-6, "rope hd=%d n_rot=%d pos=%d: %g", hd, nr, cs[k].pos, relmax(y, r, hd));
+        int same = 1;
+        for (int i = nr; i < hd; i++) same &= y[i] == x[i];
+        CHECKF(same, "rope leaves dims >= n_rot untouched");
+    }
+    /* IMROPE masks: real sections cover every pair; an "e" slot means no rotation */
+    unsigned char m[64];
+    const int s1[4] = {11, 11, 10, 0};
+    kz_imrope_mask(m, 64, s1);
+    int all = 1;
+    for (int i = 0; i < 32; i++) all &= m[i] == 1;
+    CHECK(all);
+    const int s2[4] = {1, 1, 1, 1}; /* 4 sectors, sector 3 is the e slot */
+    kz_imrope_mask(m, 16, s2);
+    const unsigned char want[8] = {1, 1, 1, 0, 1, 1, 1, 0};
+    int eq = 1;
+    for (int i = 0; i < 8; i++) eq &= m[i] == want[i];
+    CHECKF(eq, "imrope mask [1,1,1,1]: %d%d%d%d%d%d%d%d", m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]);
+    const int s0[4] = {0, 0, 0, 0};
+    kz_imrope_mask(m, 16, s0);
+    CHECK(m[0] == 1 && m[7] == 1);
+    float x[16], tab[16], y[16];
+    double r[16];
+    fill(x, 16, 1.0f);
+    kz_imrope_mask(m, 16, s2);
+    kz_rope_table(tab, 16, 500, 1e4f, m);
+    for (int i = 0; i < 16; i++) y[i] = x[i];
+    kz_rope_neox(y, 16, tab);
+    rope_ref(r, x, 16, 16, 500, 1e4, m);
+    CHECKF(relmax(y, r, 16) < 2e-6, "rope with e-slot mask");
+    CHECK(y[3] == x[3] && y[11] == x[11]);
+}
+
+/* conv over a whole sequence with zero history, in double */
+static void test_gdn_conv(void) {
+    const int C = 11, K = 4, T = 9;
+    float x[9 * 11], w[11 * 4], st[11 * 3] = {0}, y[9 * 11];
+    fill(x, T * C, 2.0f);
+    fill(w, C * K, 1.0f);
+    double r[9 * 11];
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            double acc = 0;
+            for (int i = 0; i < K; i++) {
+                int src = t - (K - 1) + i;
+                if (src >= 0) acc += (double)w[c * K + i] * x[src * C + c];
+            }
+            r[t * C + c] = acc / (1 + exp(-acc));
+        }
+    /* uneven pieces (1, 2, 5 tokens) must carry the state exactly */
+    const int pieces[] = {1, 2, 5, 1};
+    int t0 = 0;
+    for (size_t p = 0; p < sizeof pieces / sizeof *pieces; p++) {
+        int n = pieces[p];
+        /* two channel ranges, as two threads would */
+        kz_gdn_conv(0, 4, n, K, x + t0 * C, C, y + t0 * C, C, w, st);
+        kz_gdn_conv(4, C, n, K, x + t0 * C, C, y + t0 * C, C, w, st);
+        t0 += n;
+    }
+    CHECKF(relmax(y, r, T * C) < 1e-6, "gdn conv pieces: %g", relmax(y, r, T * C));
+    /* state = last 3 raw inputs */
+    int ok = 1;
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < 3; i++) ok &= st[c * 3 + i] == x[(T - 3 + i) * C + c];
+    CHECK(ok);
+}
+
+/* dense reference: S_j = a (I - b k k^T) S_j + b k v^T (dk x dv), o = S^T q */
+static void test_gdn_recurrent(void) {
+    const int cfgs[][4] = {{2, 6, 7, 5}, {3, 3, 16, 16}, {1, 2, 9, 4}};
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
+        const int Hk = cfgs[c][0], Hv = cfgs[c][1], dk = cfgs[c][2], dv = cfgs[c][3], T = 6;
+        const int ld = 2 * Hk * dk + Hv * dv;
+        kz_gdn_shape sh = {Hk, Hv, dk, dv};
+        float *in = malloc((size_t)T * ld * sizeof(float)), *g = malloc(T * Hv * sizeof(float)),
+              *beta = malloc(T * Hv * sizeof(float)), *M = malloc((size_t)Hv * dv * dk * sizeof(float)),
+              *out = malloc((size_t)T * Hv * dv * sizeof(float));
+        double *S = malloc((size_t)Hv * dk * dv * sizeof(double)), *ro = malloc((size_t)T * Hv * dv * sizeof(double));
+        fill(in, T * ld, 1.0f);
+        for (int t = 0; t < T; t++) kz_gdn_qk_norm(in + t * ld, Hk, dk, 1e-6f);
+        for (int i = 0; i < T * Hv; i++) { g[i] = -fabsf(kt_randf(&rs)) * 2.0f; beta[i] = 0.5f + 0.5f * kt_randf(&rs); }
+        fill(M, Hv * dv * dk, 0.3f); /* non-zero initial state */
+        for (int j = 0; j < Hv; j++)
+            for (int i = 0; i < dk; i++)
+                for (int r = 0; r < dv; r++) S[((size_t)j * dk + i) * dv + r] = M[((size_t)j * dv + r) * dk + i];
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < Hv; j++) {
+                const float *q = in + t * ld + (j % Hk) * dk, *k = in + t * ld + Hk * dk + (j % Hk) * dk,
+                            *v = in + t * ld + 2 * Hk * dk + j * dv;
+                double a = exp(g[t * Hv + j]), b = beta[t * Hv + j];
+                double *Sj = S + (size_t)j * dk * dv;
+                double *kS = calloc(dv, sizeof(double)); /* k^T S */
+                for (int i = 0; i < dk; i++)
+                    for (int r = 0; r < dv; r++) kS[r] += k[i] * Sj[i * dv + r];
+                for (int i = 0; i < dk; i++)
+                    for (int r = 0; r < dv; r++)
+                        Sj[i * dv + r] = a * (Sj[i * dv + r] - b * k[i] * kS[r]) + b * k[i] * v[r];
+                for (int r = 0; r < dv; r++) {
+                    double o = 0;
+                    for (int i = 0; i < dk; i++) o += Sj[i * dv + r] * q[i];
+                    ro[((size_t)t * Hv + j) * dv + r] = o;
+                }
+                free(kS);
+            }
+        /* split heads like two threads, tokens in two calls */
+        const int h1 = Hv / 2;
+        kz_gdn_recurrent(&sh, 2, in, in + Hk * dk, in + 2 * Hk * dk, ld, g, beta, M, out, Hv * dv, 0, h1);
+        kz_gdn_recurrent(&sh, 2, in, in + Hk * dk, in + 2 * Hk * dk, ld, g, beta, M, out, Hv * dv, h1, Hv);
+        const float *i2 = in + 2 * ld;
+        kz_gdn_recurrent(&sh, T - 2, i2, i2 + Hk * dk, i2 + 2 * Hk * dk, ld, g + 2 * Hv, beta + 2 * Hv, M,
+                         out + 2 * Hv * dv, Hv * dv, 0, Hv);
+        double e = relmax(out, ro, T * Hv * dv);
+        CHECKF(e < 1e-5, "gdn recurrent Hk=%d Hv=%d dk=%d dv=%d: rel %g", Hk, Hv, dk, dv, e);
+        double se = 0, sm = 0;
+        for (int j = 0; j < Hv; j++)
+            for (int i = 0; i < dk; i++)
+                for (int r = 0; r < dv; r++) {
+                    double ref = S[((size_t)j * dk + i) * dv + r], got = M[((size_t)j * dv + r) * dk + i];
+                    if (fabs(ref) > sm) sm = fabs(ref);
+                    if (fabs(ref - got) > se) se = fabs(ref - got);
+                }
+        CHECKF(se / sm < 1e-5, "gdn final state rel %g", se / sm);
+        free(in); free(g); free(beta); free(M); free(out); free(S); free(ro);
+    }
+    /* gates: beta = sigmoid(b), g = ssm_a * softplus(a + dt) */
+    float b[3] = {-2.0f, 0.0f, 3.0f}, a[3] = {-30.0f, 0.5f, 25.0f}, dt[3] = {0.1f, -0.2f, 1.0f},
+          A[3] = {-0.5f, -2.0f, -7.0f}, be[3], gg[3];
+    kz_gdn_gates(3, b, a, dt, A, be, gg);
+    for (int i = 0; i < 3; i++) {
+        double x = (double)a[i] + dt[i], sp = x > 20 ? x : log1p(exp(x));
+        CHECKF(fabs(gg[i] - A[i] * sp) <= 1e-6 * fabs(A[i] * sp) + 1e-30, "gate g[%d] %g vs %g", i, gg[i], A[i] * sp);
+        CHECK(fabs(be[i] - 1.0 / (1.0 + exp(-(double)b[i]))) < 1e-7);
+    }
+    /* q/k norm: q scaled by 1/sqrt(dk), k unit; v untouched */
+    float row[2 * 2 * 5 + 3];
+    fill(row, 23, 2.0f);
+    float v0 = row[20];
+    kz_gdn_qk_norm(row, 2, 5, 1e-6f);
+    double nq = 0, nk = 0;
+    for (int i = 0; i < 5; i++) { nq += row[5 + i] * row[5 + i]; nk += row[15 + i] * row[15 + i]; }
+    CHECK(fabs(sqrt(nq) - 1 / sqrt(5.0)) < 1e-6 && fabs(sqrt(nk) - 1) < 1e-6 && row[20] == v0);
+}
+
+static void test_attention(int f16) {
+    const int H = 6, Hkv = 2, hd = 13, n_ctx = 11, npos = 9;
+    kz_kv_layer kv = {H, Hkv, hd, n_ctx, f16, NULL, NULL};
+    size_t esz = f16 ? 2 : 4;
+    kv.k = malloc((size_t)Hkv * n_ctx * hd * esz);
+    kv.v = malloc((size_t)Hkv * n_ctx * hd * esz);
+    float K[9][2 * 13], Vv[9][2 * 13], q[13], o[13], scr[11 + 13];
+    for (int p = 0; p < npos; p++) {
+        fill(K[p], Hkv * hd, 2.0f);
+        fill(Vv[p], Hkv * hd, 2.0f);
+        if (f16) /* reference sees what the cache holds */
+            for (int i = 0; i < Hkv * hd; i++) {
+                K[p][i] = kz_fp16_to_f32(kz_f32_to_fp16(K[p][i]));
+                Vv[p][i] = kz_fp16_to_f32(kz_f32_to_fp16(Vv[p][i]));
+            }
+        kz_kv_store(&kv, p, K[p], Vv[p]);
+    }
+    CHECK(kz_attn_scratch_floats(&kv) <= 11 + 13);
+    const float scale = 1.0f / sqrtf((float)hd);
+    double worst = 0;
+    for (int pos = 0; pos < npos; pos++)
+        for (int h = 0; h < H; h++) {
+            fill(q, hd, 2.0f);
+            const int g = h / (H / Hkv); /* grouped GQA */
+            double s[9], mx = -1e300, sum = 0, r[13] = {0};
+            for (int t = 0; t <= pos; t++) {
+                s[t] = 0;
+                for (int i = 0; i < hd; i++) s[t] += (double)q[i] * K[t][g * hd + i];
+                s[t] *= scale;
+                if (s[t] > mx) mx = s[t];
+            }
+            for (int t = 0; t <= pos; t++) { s[t] = exp(s[t] - mx); sum += s[t]; }
+            for (int t = 0; t <= pos; t++)
+                for (int i = 0; i < hd; i++) r[i] += s[t] / sum * Vv[t][g * hd + i];
+            kz_attn_head(&kv, h, pos, q, scale, o, scr);
+            double e = relmax(o, r, hd);
+            if (e > worst) worst = e;
+        }
+    CHECKF(worst < 1e-5, "attention (f16 cache %d) rel %g", f16, worst);
+    free(kv.k);
+    free(kv.v);
+}
+
+int main(void) {
+    test_rmsnorm();
+    test_l2norm();
+    test_scalar_fns();
+    test_rope();
+    test_gdn_conv();
+    test_gdn_recurrent();
+    test_attention(0);
+    test_attention(1);
+    KT_END();
+}

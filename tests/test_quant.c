@@ -1,0 +1,420 @@
+/* Quant kernels: quant->dequant error bounds, vec_dot vs a double-precision dot of the
+ * dequantized operands, matmul vs per-row vec_dot (bit-identical across thread counts),
+ * fp16/bf16 conversions, and the Q4_0 FMA rounding trap. Random data, odd sizes. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "kt.h"
+#include "quant.h"
+#include "threadpool.h"
+#include "types.h"
+
+static const uint32_t TYPES[] = { KZ_T_F32, KZ_T_F16, KZ_T_BF16, KZ_T_Q8_0, KZ_T_Q4_0 };
+#define NTYPES (int)(sizeof TYPES / sizeof TYPES[0])
+static const char *tname(uint32_t t) {
+    switch (t) {
+    case KZ_T_F32: return "F32";
+    case KZ_T_F16: return "F16";
+    case KZ_T_BF16: return "BF16";
+    case KZ_T_Q8_0: return "Q8_0";
+    case KZ_T_Q4_0: return "Q4_0";
+    }
+    return "?";
+}
+static int blck(uint32_t t) { return (t == KZ_T_Q8_0 || t == KZ_T_Q4_0) ? 32 : 1; }
+static size_t rowb(uint32_t t, int64_t n) {
+    switch (t) {
+    case KZ_T_F32: return (size_t)n * 4;
+    case KZ_T_F16: case KZ_T_BF16: return (size_t)n * 2;
+    case KZ_T_Q8_0: return (size_t)(n / 32) * 34;
+    case KZ_T_Q4_0: return (size_t)(n / 32) * 18;
+    }
+    return 0;
+}
+
+/* random row: uniform [-1,1) times a per-row magnitude 10^[-3,3], with occasional outliers */
+static void fill_row(float *x, int64_t n, unsigned long long *s) {
+    float mag = powf(10.0f, 3.0f * kt_randf(s));
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = kt_randf(s) * mag;
+        if ((kt_rng(s) & 63) == 0) x[i] *= 8.0f;
+    }
+}
+
+static float h2f(const uint8_t *p) { return kz_fp16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
+
+/* ---- fp16 / bf16 conversions against an independent double-precision model ---- */
+static double fp16_value(uint16_t h) { /* from the IEEE definition */
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v;
+    if (e == 0) v = ldexp(m, -24);
+    else if (e == 31) v = m ? NAN : INFINITY;
+    else v = ldexp(1024 + m, e - 25);
+    return s ? -v : v;
+}
+
+static void test_fp16(void) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = kz_fp16_to_f32((uint16_t)h);
+        double v = fp16_value((uint16_t)h);
+        if (isnan(v)) { if (!isnan(f)) bad++; continue; }
+        if ((double)f != v || !signbit(f) != !signbit(v)) bad++;
+        /* round trip of every non-NaN half is exact */
+        if (kz_f32_to_fp16(f) != h) bad++;
+    }
+    CHECKF(bad == 0, "fp16 decode/roundtrip mismatches: %d", bad);
+
+    /* narrowing: for every pair of adjacent finite halves, probe the midpoint and its float
+     * neighbours; expect RNE (ties to even mantissa), overflow to inf past 65520 */
+    bad = 0;
+    for (uint32_t h = 0; h < 0x7c00; h++) {
+        double lo = fp16_value((uint16_t)h), hi = h + 1 < 0x7c00 ? fp16_value((uint16_t)(h + 1)) : 65536.0;
+        float mid = (float)((lo + hi) / 2); /* exact in float */
+        float below = nextafterf(mid, 0.0f), above = nextafterf(mid, INFINITY);
+        uint16_t hh = (uint16_t)(h + 1 < 0x7c00 ? h + 1 : 0x7c00);
+        uint16_t even = (h & 1) ? hh : (uint16_t)h;
+        for (int sgn = 0; sgn < 2; sgn++) {
+            uint16_t sb = sgn ? 0x8000 : 0;
+            float m = sgn ? -mid : mid, b = sgn ? -below : below, a = sgn ? -above : above;
+            if (kz_f32_to_fp16(m) != (uint16_t)(sb | even)) bad++;
+            if (kz_f32_to_fp16(b) != (uint16_t)(sb | h)) bad++;
+            if (kz_f32_to_fp16(a) != (uint16_t)(sb | hh)) bad++;
+        }
+    }
+    CHECKF(bad == 0, "fp16 RNE boundary mismatches: %d", bad);
+    CHECK(kz_f32_to_fp16(INFINITY) == 0x7c00);
+    CHECK(kz_f32_to_fp16(-INFINITY) == 0xfc00);
+    CHECK(kz_f32_to_fp16(1e10f) == 0x7c00);
+    CHECK((kz_f32_to_fp16(NAN) & 0x7fff) == 0x7e00);
+    CHECK(kz_f32_to_fp16(1e-30f) == 0 && kz_f32_to_fp16(-1e-30f) == 0x8000);
+
+    /* bf16: RNE on the upper 16 bits, probe ties both ways */
+    bad = 0;
+    unsigned long long s = 99;
+    for (int i = 0; i < 200000; i++) {
+        uint32_t u = (uint32_t)kt_rng(&s);
+        if ((u & 0x7f800000u) == 0x7f800000u) continue;
+        uint16_t b = kz_f32_to_bf16(kz_bits_f32(u));
+        uint32_t lo16 = u & 0xffff, up = u >> 16;
+        uint32_t want = lo16 > 0x8000 || (lo16 == 0x8000 && (up & 1)) ? up + 1 : up;
+        if (b != (uint16_t)want) bad++;
+        uint32_t tie = (u & 0xffff0000u) | 0x8000u;
+        if ((tie & 0x7f800000u) != 0x7f800000u) {
+            uint32_t w2 = (up & 1) ? up + 1 : up;
+            if (kz_f32_to_bf16(kz_bits_f32(tie)) != (uint16_t)w2) bad++;
+        }
+        if (kz_bf16_to_f32(b) != kz_bits_f32(want << 16)) bad++;
+    }
+    CHECKF(bad == 0, "bf16 mismatches: %d", bad);
+    CHECK((kz_f32_to_bf16(NAN) & 0x7fc0) == 0x7fc0);
+}
+
+/* ---- quantize -> dequantize error bounds ---- */
+static void test_roundtrip(void) {
+    static const int64_t NS[] = { 32, 32 * 7, 32 * 33, 229 };
+    static const int ROWS[] = { 1, 3, 17, 63 };
+    unsigned long long s = 12345;
+    for (int ti = 0; ti < NTYPES; ti++) {
+        uint32_t t = TYPES[ti];
+        for (size_t ni = 0; ni < sizeof NS / sizeof NS[0]; ni++) {
+            int64_t n = NS[ni];
+            if (n % blck(t)) {
+                float dummy[32];
+                uint8_t q[64];
+                CHECK(kz_quant_row(t, dummy, q, 229) == 0);
+                CHECK(kz_dequant_row(t, q, dummy, 229) == -1);
+                continue;
+            }
+            for (size_t ri = 0; ri < sizeof ROWS / sizeof ROWS[0]; ri++) {
+                int rows = ROWS[ri];
+                float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+                uint8_t *q = malloc(rowb(t, n));
+                int bad = 0;
+                double worst = 0; /* worst error relative to the bound */
+                for (int r = 0; r < rows; r++) {
+                    fill_row(x, n, &s);
+                    if (r == 1) memset(x, 0, 32 * sizeof(float)); /* an all-zero block */
+                    size_t nb = kz_quant_row(t, x, q, n);
+                    if (nb != rowb(t, n)) { bad++; continue; }
+                    if (kz_dequant_row(t, q, y, n) != 0) { bad++; continue; }
+                    for (int64_t i = 0; i < n; i++) {
+                        double e = fabs((double)y[i] - x[i]), bound;
+                        double ax = fabs(x[i]);
+                        if (t == KZ_T_F32) bound = 0;
+                        else if (t == KZ_T_F16) bound = fmax(ax * ldexp(1, -11), ldexp(1, -25));
+                        else if (t == KZ_T_BF16) bound = ax * ldexp(1, -8);
+                        else {
+                            const float *xb = x + (i / 32) * 32;
+                            const uint8_t *b = q + (i / 32) * (t == KZ_T_Q8_0 ? 34 : 18);
+                            double dh = h2f(b);
+                            float amax = 0, mx = 0;
+                            for (int j = 0; j < 32; j++)
+                                if (amax < fabsf(xb[j])) { amax = fabsf(xb[j]); mx = xb[j]; }
+                            if (t == KZ_T_Q8_0) {
+                                double d = amax / 127.0f;
+                                /* rounding to the grid (d/2) plus the fp16 error of d (<= 127 steps) */
+                                bound = 0.5 * d * (1 + 1e-5) + 127 * fabs(dh - d);
+                            } else {
+                                double d = mx / -8.0f;
+                                double r = x[i] / d; /* in [-8, 8] */
+                                /* round-half-up to [-8, 7]: the side opposite to the max saturates at +7 */
+                                bound = (r > 7.5 ? (r - 7) : 0.5 * (1 + 1e-5)) * fabs(d) + 8 * fabs(dh - d);
+                            }
+                            bound += 1e-30;
+                        }
+                        if (e > bound) bad++;
+                        if (bound > 0 && e / bound > worst) worst = e / bound;
+                    }
+                    if (r == 1 && blck(t) == 32)
+                        for (int j = 0; j < 32; j++) if (y[j] != 0.0f) bad++;
+                }
+                CHECKF(bad == 0, "%s n=%lld rows=%d: %d elements over the error bound", tname(t),
+                       (long long)n, rows, bad);
+                if (ri == 3) printf("  roundtrip %-4s n=%-4lld worst err/bound = %.3f\n", tname(t), (long long)n, worst);
+                free(x); free(y); free(q);
+            }
+        }
+    }
+    /* unsupported types are refused */
+    float f[32] = { 1 };
+    uint8_t q[64];
+    CHECK(kz_quant_row(KZ_T_Q4_K, f, q, 32) == 0);
+    CHECK(kz_dequant_row(KZ_T_Q6_K, q, f, 256) == -1);
+    CHECK(!kz_type_compute_ok(KZ_T_Q4_K) && kz_type_compute_ok(KZ_T_Q4_0) && kz_type_compute_ok(KZ_T_BF16));
+}
+
+/* ---- known small cases (exact) ---- */
+static void test_known(void) {
+    /* Q8_0 of [-127..] integers: d = 1 exactly, qs = x */
+    float x[32], y[32];
+    uint8_t q[34];
+    for (int j = 0; j < 32; j++) x[j] = (float)(j * 8 - 127);
+    x[31] = 127.0f;
+    CHECK(kz_quant_row(KZ_T_Q8_0, x, q, 32) == 34);
+    CHECK(q[0] == 0x00 && q[1] == 0x3c); /* fp16(1.0) = 0x3c00 */
+    CHECK((int8_t)q[2] == -127 && (int8_t)q[3] == -119 && (int8_t)q[33] == 127);
+    /* roundf half away from zero: 0.5 -> 1, -2.5 -> -3 (with d = 1) */
+    x[0] = 0.5f; x[1] = -2.5f;
+    kz_quant_row(KZ_T_Q8_0, x, q, 32);
+    CHECK((int8_t)q[2] == 1 && (int8_t)q[3] == -3);
+
+    /* Q4_0: max = -8 -> d = 1; value v maps to nibble trunc(v + 8.5), i.e. v + 8 for integers */
+    uint8_t q4[18];
+    for (int j = 0; j < 32; j++) x[j] = (float)((j % 16) - 8);
+    x[5] = -8.0f;
+    x[20] = 7.9f; /* 7.9 + 8.5 = 16.4 -> 15 (saturates) */
+    CHECK(kz_quant_row(KZ_T_Q4_0, x, q4, 32) == 18);
+    CHECK(q4[0] == 0x00 && q4[1] == 0x3c);
+    CHECK((q4[2 + 0] & 15) == 0 && (q4[2 + 0] >> 4) == 0); /* x[0] = -8, x[16] = -8 */
+    CHECK((q4[2 + 4] >> 4) == 15);                          /* x[20] = 7.9 */
+    CHECK((q4[2 + 3] & 15) == 3);                           /* x[3] = -5: -5 + 8.5 -> 3 */
+    kz_dequant_row(KZ_T_Q4_0, q4, y, 32);
+    CHECK(y[3] == -5.0f && y[20] == 7.0f && y[0] == -8.0f);
+    /* positive max: d = max/-8 is negative, the max element maps to nibble 0 */
+    for (int j = 0; j < 32; j++) x[j] = 0.25f * (float)(j - 10);
+    kz_quant_row(KZ_T_Q4_0, x, q4, 32);
+    CHECK(h2f(q4) == -0.65625f); /* max = x[31] = 5.25 -> d = -0.65625 (exact in fp16) */
+    CHECK((q4[2 + 15] >> 4) == 0);
+    kz_dequant_row(KZ_T_Q4_0, q4, y, 32);
+    CHECK(y[31] == 5.25f);
+}
+
+/* The Q4_0 reference rounding depends on FMA contraction of x*id + 8.5f. Build an input where
+ * fl(x*id) + 8.5 lands exactly on an integer while the exact x*id + 8.5 is just below it: the
+ * two-rounding form (default, = gguf-py) and the fused form must then differ by one level.
+ * Fails if this file's quantizer got contracted by the compiler. */
+static void test_q4_fma(void) {
+    float x[32];
+    unsigned long long s = 777;
+    int found = 0;
+    for (int attempt = 0; attempt < 200000 && !found; attempt++) {
+        for (int j = 0; j < 32; j++) x[j] = kt_randf(&s) * 0.9f;
+        x[7] = -1.0f - 0.5f * (kt_randf(&s) + 1.0f); /* the max: d = x[7] / -8 */
+        float d = x[7] / -8.0f, id = 1.0f / d;
+        int k = (int)(kt_rng(&s) % 14) - 7;   /* target fl(x*id) = k - 0.5 */
+        float x0 = (float)((k - 0.5) / id);
+        for (int u = -8; u <= 8 && !found; u++) {
+            float xc = x0;
+            for (int v = 0; v < (u < 0 ? -u : u); v++) xc = nextafterf(xc, u < 0 ? -INFINITY : INFINITY);
+            if (fabsf(xc) >= fabsf(x[7])) continue;
+            float p = xc * id;
+            if (p + 8.5f != (float)(k + 8)) continue;
+            if (fmaf(xc, id, 8.5f) >= (float)(k + 8)) continue;
+            x[12] = xc;
+            found = 1;
+        }
+    }
+    CHECKF(found, "could not construct the FMA boundary case");
+    uint8_t a[18], b[18], c[18];
+    kz_quant_q4_0_ref(x, a, 32, 0);
+    kz_quant_q4_0_ref(x, b, 32, 1);
+    kz_quant_row(KZ_T_Q4_0, x, c, 32);
+    CHECK(memcmp(a, c, 18) == 0); /* kz_quant_row is the two-rounding form */
+    int na = a[2 + 12] & 15, nb = b[2 + 12] & 15, ndiff = 0;
+    for (int j = 0; j < 18; j++) ndiff += a[j] != b[j];
+    CHECKF(na == nb + 1 && ndiff == 1, "unfused %d fused %d (bytes differing %d)", na, nb, ndiff);
+}
+
+/* ---- vec_dot vs double dot of dequantized operands ---- */
+static void test_vec_dot(void) {
+    static const int64_t NS[] = { 32, 32 * 7, 32 * 33, 229 };
+    unsigned long long s = 4242;
+    for (int ti = 0; ti < NTYPES; ti++) {
+        uint32_t t = TYPES[ti], at = kz_act_type(t);
+        CHECK(at == (blck(t) == 32 ? (uint32_t)KZ_T_Q8_0 : t));
+        double worst = 0;
+        for (size_t ni = 0; ni < sizeof NS / sizeof NS[0]; ni++) {
+            int64_t n = NS[ni];
+            if (n % blck(t)) { CHECK(kz_act_row_bytes(t, n) == 0); continue; }
+            CHECK(kz_act_row_bytes(t, n) == rowb(at, n));
+            float *w = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n);
+            float *wd = malloc(sizeof(float) * n), *xd = malloc(sizeof(float) * n);
+            uint8_t *wq = malloc(rowb(t, n)), *xq = malloc(rowb(at, n)), *xq2 = malloc(rowb(at, n));
+            int bad = 0;
+            for (int rep = 0; rep < 40; rep++) {
+                fill_row(w, n, &s);
+                fill_row(x, n, &s);
+                if (rep & 1) for (int64_t i = 0; i < n; i++) x[i] = fabsf(x[i]); /* same-sign: little cancellation */
+                kz_quant_row(t, w, wq, n);
+                kz_act_convert(t, x, xq, n);
+                kz_quant_row(at, x, xq2, n);
+                if (memcmp(xq, xq2, rowb(at, n))) bad++; /* activation = reference quantizer of act type */
+                kz_dequant_row(t, wq, wd, n);
+                kz_dequant_row(at, xq, xd, n);
+                double ref = 0, mag = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    ref += (double)wd[i] * xd[i];
+                    mag += fabs((double)wd[i] * xd[i]);
+                }
+                float got = kz_vec_dot(t, wq, xq, n);
+                /* float accumulation: k roundings of relative size u over sum |terms| */
+                double k = blck(t) == 32 ? (double)(n / 32) + 2 : (double)n + 1;
+                double u = ldexp(1, -24), bound = k * u / (1 - k * u) * mag + 1e-38;
+                double e = fabs((double)got - ref);
+                if (!(e <= bound)) bad++;
+                if (e / bound > worst) worst = e / bound;
+            }
+            CHECKF(bad == 0, "vec_dot %s n=%lld: %d of 40 over the bound", tname(t), (long long)n, bad);
+            free(w); free(x); free(wd); free(xd); free(wq); free(xq); free(xq2);
+        }
+        printf("  vec_dot %-4s worst err/bound = %.4f\n", tname(t), worst);
+    }
+    /* an exact case: integer data, Q8_0 with d = 1 on both sides */
+    float a[64], b[64];
+    uint8_t qa[68], qb[68];
+    long long want = 0;
+    for (int i = 0; i < 64; i++) {
+        a[i] = (float)((i * 37) % 255 - 127);
+        b[i] = (float)((i * 91) % 255 - 127);
+    }
+    a[0] = 127; b[0] = -127; a[32] = -127; b[32] = 127; /* amax 127 per block: d = 1 */
+    for (int i = 0; i < 64; i++) want += (long long)a[i] * (long long)b[i];
+    kz_quant_row(KZ_T_Q8_0, a, qa, 64);
+    kz_act_convert(KZ_T_Q8_0, b, qb, 64);
+    CHECKF(kz_vec_dot(KZ_T_Q8_0, qa, qb, 64) == (float)want, "%g vs %lld", kz_vec_dot(KZ_T_Q8_0, qa, qb, 64), want);
+    CHECK(isnan(kz_vec_dot(KZ_T_Q4_K, qa, qb, 256)));
+}
+
+/* ---- matmul: per-row vec_dot reference, bit-identical across thread counts ---- */
+static void test_matmul(void) {
+    static const int64_t NIN[] = { 32 * 7, 32 * 33 };
+    static const int NOUT[] = { 1, 3, 17, 63 };
+    static const int NTOK[] = { 1, 2, 5, 64 };
+    kz_pool *pools[3] = { kz_pool_new(1), kz_pool_new(2), kz_pool_new(3) };
+    CHECK(pools[0] && pools[1] && pools[2]);
+    unsigned long long s = 31337;
+    int n_cases = 0;
+    for (int ti = 0; ti < NTYPES; ti++) {
+        uint32_t t = TYPES[ti];
+        for (size_t ii = 0; ii < 2; ii++)
+            for (size_t oi = 0; oi < 4; oi++) {
+                int64_t n_in = NIN[ii];
+                int n_out = NOUT[oi];
+                size_t rb = rowb(t, n_in);
+                uint8_t *wq = malloc(rb * n_out);
+                float *wf = malloc(sizeof(float) * n_in);
+                for (int o = 0; o < n_out; o++) {
+                    fill_row(wf, n_in, &s);
+                    kz_quant_row(t, wf, wq + o * rb, n_in);
+                }
+                kz_wmat W = { .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = wq };
+                for (size_t ki = 0; ki < 4; ki++) {
+                    int n_tok = NTOK[ki];
+                    int64_t ldy = n_out + 3; /* strided output; padding must stay untouched */
+                    float *x = malloc(sizeof(float) * n_in * n_tok);
+                    for (int tk = 0; tk < n_tok; tk++) fill_row(x + tk * n_in, n_in, &s);
+                    /* reference: convert each token row, dot each weight row */
+                    size_t arb = kz_act_row_bytes(t, n_in);
+                    uint8_t *act = malloc(arb);
+                    float *ref = malloc(sizeof(float) * n_tok * n_out);
+                    for (int tk = 0; tk < n_tok; tk++) {
+                        kz_act_convert(t, x + tk * n_in, act, n_in);
+                        for (int o = 0; o < n_out; o++)
+                            ref[tk * n_out + o] = kz_vec_dot(t, wq + o * rb, act, n_in);
+                    }
+                    size_t wb = kz_matmul_work_bytes(&W, n_tok);
+                    CHECK(wb == (t == KZ_T_F32 ? 0 : arb * n_tok));
+                    float *y = malloc(sizeof(float) * ldy * n_tok);
+                    void *work = malloc(wb ? wb : 1);
+                    for (int pi = -1; pi < 3; pi++) {
+                        for (int64_t i = 0; i < ldy * n_tok; i++) y[i] = -12345.0f;
+                        kz_matmul(pi < 0 ? NULL : pools[pi], &W, x, n_tok, y, ldy, work);
+                        int bad = 0, pad = 0;
+                        for (int tk = 0; tk < n_tok; tk++) {
+                            for (int o = 0; o < n_out; o++)
+                                if (memcmp(&y[tk * ldy + o], &ref[tk * n_out + o], 4)) bad++;
+                            for (int64_t o = n_out; o < ldy; o++) if (y[tk * ldy + o] != -12345.0f) pad++;
+                        }
+                        CHECKF(bad == 0 && pad == 0, "matmul %s %lldx%d n_tok=%d threads=%d: %d differ, %d pad writes",
+                               tname(t), (long long)n_in, n_out, n_tok, pi < 0 ? 0 : pi + 1, bad, pad);
+                        n_cases++;
+                    }
+                    /* a sanity check that the result is a matmul at all: one element vs double */
+                    {
+                        float *wd = malloc(sizeof(float) * n_in);
+                        kz_dequant_row(t, wq + (n_out - 1) * rb, wd, n_in);
+                        double r = 0, mag = 0;
+                        for (int64_t i = 0; i < n_in; i++) {
+                            r += (double)wd[i] * x[(n_tok - 1) * n_in + i];
+                            mag += fabs((double)wd[i] * x[(n_tok - 1) * n_in + i]);
+                        }
+                        /* activation rounding: Q8_0 ~ 1/254 relative per element, fp16 2^-11, bf16 2^-8 */
+                        double tol = (blck(t) == 32 ? 0.01 : t == KZ_T_BF16 ? 0.005 : 1e-3) * mag;
+                        CHECKF(fabs(y[(n_tok - 1) * ldy + n_out - 1] - r) <= tol, "matmul %s vs double: %g vs %g",
+                               tname(t), y[(n_tok - 1) * ldy + n_out - 1], r);
+                        free(wd);
+                    }
+                    free(x); free(act); free(ref); free(y); free(work);
+                }
+                free(wq); free(wf);
+            }
+    }
+    printf("  matmul: %d (type, shape, n_tok, threads) cases bit-identical to per-row vec_dot\n", n_cases);
+    /* misuse is visible: unsupported type, row length not a whole number of blocks, short rows */
+    {
+        uint8_t wq[4 * 18] = { 0 };
+        float x[64] = { 1 }, y[4];
+        kz_wmat bad[3] = { { KZ_T_Q4_K, 256, 1, 144, wq }, { KZ_T_Q4_0, 48, 1, 27, wq }, { KZ_T_Q4_0, 64, 2, 18, wq } };
+        for (int i = 0; i < 3; i++) {
+            y[0] = y[1] = 0;
+            kz_matmul(pools[1], &bad[i], x, 1, y, 2, wq);
+            CHECKF(isnan(y[0]), "bad wmat %d not flagged", i);
+        }
+    }
+    for (int i = 0; i < 3; i++) kz_pool_free(pools[i]);
+}
+
+int main(void) {
+    test_fp16();
+    test_known();
+    test_q4_fma();
+    test_roundtrip();
+    test_vec_dot();
+    test_matmul();
+    KT_END();
+}
