@@ -12,6 +12,9 @@
 #include "model.h"
 #include "ops.h"
 
+/* attention work items wanted per layer before positions get split (>= typical thread counts) */
+#define KZ_ATTN_MIN_ITEMS 16
+
 struct kz_seq {
     const kz_model *m;
     int n_ctx, n_batch, n_past, nth;
@@ -24,6 +27,8 @@ struct kz_seq {
     size_t conv_per_layer, ssm_per_layer;
     /* scratch for one chunk of n_batch tokens */
     float *x, *hn, *t1, *t2, *t3, *t4, *t5, *out, *rope, *attn_scr;
+    float *attn_ml, *attn_acc;      /* attention partials: [max_items][2*n_rep], [max_items][n_rep*hd] */
+    size_t attn_max_items;
     size_t cap1, cap2, cap3, cap4;  /* per-token capacity (floats) of t1..t4 */
     size_t ld1, ld2, ld3, ld4;      /* current row strides of t1..t4: set per layer kind, equal to
                                      * the row width because kz_matmul reads X with stride n_in */
@@ -119,7 +124,10 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     s->pool = kz_pool_new(n_threads);
     if (!s->pool) { seterr(err, errlen, "cannot create a pool of %d threads", n_threads); goto fail; }
     s->nth = kz_pool_size(s->pool);
-    s->attn_scr_per_thread = (size_t)n_ctx + hd;
+    const size_t n_rep = (size_t)(hp->n_head / hp->n_head_kv);
+    s->attn_scr_per_thread = n_rep * (size_t)n_ctx + hd;
+    /* prefill: one item per (token, kv head); decode: position splits, < 2 x KZ_ATTN_MIN_ITEMS items */
+    s->attn_max_items = maxz(B * (size_t)hp->n_head_kv, 2 * KZ_ATTN_MIN_ITEMS + (size_t)hp->n_head_kv);
     size_t n_scr = 0, tmp;
     /* x, hn, out: B*E; t1..t4; t5: B*2*Hv; rope: B*n_rot; attention scratch per thread */
     ok = ok && mul3(&tmp, B, E, 3) && add_to(&n_scr, tmp) && mul3(&tmp, B, s->cap1, 1) && add_to(&n_scr, tmp) &&
@@ -127,6 +135,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
          mul3(&tmp, B, s->cap4, 1) && add_to(&n_scr, tmp) && mul3(&tmp, B, Hv, 2) && add_to(&n_scr, tmp) &&
          mul3(&tmp, B, (size_t)hp->n_rot, 1) && add_to(&n_scr, tmp) &&
          mul3(&tmp, s->attn_scr_per_thread, (size_t)s->nth, 1) && add_to(&n_scr, tmp) &&
+         mul3(&tmp, s->attn_max_items, n_rep, hd + 2) && add_to(&n_scr, tmp) &&
          mul3(&tmp, n_scr, sizeof(float), 1);
     size_t scr_bytes = tmp, mmw = ok ? mm_work_max(m, n_batch) : 0;
     ok = ok && add_to(&total, kv_bytes) && mul3(&tmp, state_floats, sizeof(float), 1) && add_to(&total, tmp) &&
@@ -178,7 +187,9 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     s->t4 = p; p += B * s->cap4;
     s->t5 = p; p += B * Hv * 2;
     s->rope = p; p += B * (size_t)hp->n_rot;
-    s->attn_scr = p;
+    s->attn_scr = p; p += s->attn_scr_per_thread * (size_t)s->nth;
+    s->attn_ml = p; p += s->attn_max_items * n_rep * 2;
+    s->attn_acc = p;
     kz_imrope_mask(s->rope_use_pos, hp->n_rot, hp->rope_sections);
     return s;
 oom:
@@ -293,26 +304,49 @@ static void attn_prep_fn(void *arg, int ith, int nth) {
 typedef struct {
     kz_seq *s;
     const kz_kv_layer *kv;
-    int n, p0, gated;
+    int n, p0, gated, n_split;
     size_t ldq;
 } attn_task;
 
+/* item = (token t, kv head g, position split sp): partial softmax of the group's q heads */
 static void attn_fn(void *arg, int ith, int nth) {
     const attn_task *a = arg;
     const kz_hparams *hp = &a->s->m->hp;
-    const int hd = hp->head_dim, H = hp->n_head, qh = a->gated ? 2 * hd : hd;
+    const int hd = hp->head_dim, Hkv = hp->n_head_kv, n_rep = hp->n_head / Hkv;
+    const int qh = a->gated ? 2 * hd : hd, ns = a->n_split;
     const float scale = 1.0f / sqrtf((float)hd);
     float *scr = a->s->attn_scr + (size_t)ith * a->s->attn_scr_per_thread;
-    /* interleaved items: cost grows with position, striding balances the threads */
-    for (long it = ith; it < (long)a->n * H; it += nth) {
-        const int t = (int)(it / H), h = (int)(it % H);
-        const float *q = a->s->t1 + (size_t)t * a->ldq + (size_t)h * qh;
-        float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)h * hd;
-        kz_attn_head(a->kv, h, a->p0 + t, q, scale, o, scr);
-        if (a->gated) {
-            const float *gate = q + hd;
-            for (int i = 0; i < hd; i++) o[i] *= kz_sigmoid(gate[i]);
-        }
+    /* strided items: cost grows with the token's position, striding balances the threads */
+    for (long it = ith; it < (long)a->n * Hkv * ns; it += nth) {
+        const int t = (int)(it / ((long)Hkv * ns)), rem = (int)(it % ((long)Hkv * ns));
+        const int g = rem / ns, sp = rem % ns;
+        const int total = a->p0 + t + 1, len = (total + ns - 1) / ns;
+        const int lo = sp * len, hi = lo + len < total ? lo + len : total;
+        const float *q = a->s->t1 + (size_t)t * a->ldq + (size_t)g * n_rep * qh;
+        kz_attn_partial(a->kv, g, lo, hi, q, (size_t)qh, scale, a->s->attn_ml + (size_t)it * 2 * n_rep,
+                        a->s->attn_acc + (size_t)it * n_rep * hd, scr);
+    }
+}
+
+/* merge the splits of each (token, kv head), then the sigmoid output gate (qwen35) */
+static void attn_merge_fn(void *arg, int ith, int nth) {
+    const attn_task *a = arg;
+    const kz_hparams *hp = &a->s->m->hp;
+    const int hd = hp->head_dim, Hkv = hp->n_head_kv, n_rep = hp->n_head / Hkv;
+    const int qh = a->gated ? 2 * hd : hd, ns = a->n_split;
+    long lo, hi;
+    kz_split((long)a->n * Hkv, ith, nth, &lo, &hi);
+    for (long it = lo; it < hi; it++) {
+        const int t = (int)(it / Hkv), g = (int)(it % Hkv);
+        float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)g * n_rep * hd;
+        kz_attn_merge(n_rep, hd, ns, a->s->attn_ml + (size_t)it * ns * 2 * n_rep,
+                      a->s->attn_acc + (size_t)it * ns * n_rep * hd, o, (size_t)hd);
+        if (a->gated)
+            for (int r = 0; r < n_rep; r++) {
+                const float *gate = a->s->t1 + (size_t)t * a->ldq + (size_t)(g * n_rep + r) * qh + hd;
+                float *oh = o + (size_t)r * hd;
+                for (int i = 0; i < hd; i++) oh[i] *= kz_sigmoid(gate[i]);
+            }
     }
 }
 
@@ -354,15 +388,10 @@ static void gdn_core_fn(void *arg, int ith, int nth) {
     kz_split(sh.n_v_heads, ith, nth, &lo, &hi);
     if (lo >= hi) return;
     const float *y = a->s->t3;
-    const size_t kd = (size_t)hp->ssm_key_dim;
-    /* g and beta live interleaved per token in t5: [beta(Hv) | g(Hv)]; the core wants
-     * [T][Hv] arrays, so walk token by token with T = 1 views */
-    for (int t = 0; t < a->n; t++) {
-        const float *row = y + (size_t)t * a->s->ld3;
-        const float *beta = a->s->t5 + (size_t)t * 2 * sh.n_v_heads, *g = beta + sh.n_v_heads;
-        kz_gdn_recurrent(&sh, 1, row, row + kd, row + 2 * kd, a->s->ld3, g, beta, a->ssm_state,
-                         a->s->t4 + (size_t)t * a->s->ld4, a->s->ld4, (int)lo, (int)hi);
-    }
+    const size_t kd = (size_t)hp->ssm_key_dim, Hv = (size_t)sh.n_v_heads;
+    /* t5 holds per token [beta (Hv) | g (Hv)] */
+    kz_gdn_recurrent(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
+                     a->s->t4, a->s->ld4, (int)lo, (int)hi);
 }
 
 static void gdn_norm_fn(void *arg, int ith, int nth) {
@@ -397,8 +426,19 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
     mm(s, &ly->wv, s->hn, n, s->t3, s->ld3);
     attn_prep_task pt = {s, ly, kv, n, p0, gated, s->ld1};
     kz_pool_run(s->pool, attn_prep_fn, &pt);
-    attn_task at = {s, kv, n, p0, gated, s->ld1};
+    /* decode (few items): split the positions too, so all threads get work. The split depends
+     * only on the sizes, not on the thread count, so results are the same for any -t. */
+    const long items = (long)n * hp->n_head_kv;
+    int n_split = 1;
+    if (items < KZ_ATTN_MIN_ITEMS) {
+        n_split = (int)((KZ_ATTN_MIN_ITEMS + items - 1) / items);
+        const int by_len = (p0 + n + 255) / 256; /* >= 256 positions per split */
+        if (n_split > by_len) n_split = by_len;
+        if (n_split < 1) n_split = 1;
+    }
+    attn_task at = {s, kv, n, p0, gated, n_split, s->ld1};
     kz_pool_run(s->pool, attn_fn, &at);
+    kz_pool_run(s->pool, attn_merge_fn, &at);
     mm(s, &ly->wo, s->t4, n, s->out, (size_t)hp->n_embd);
 }
 

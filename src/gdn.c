@@ -80,9 +80,9 @@ static inline float update_dot8(float *restrict row, const float *restrict k, co
 }
 
 void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
-                      size_t ld_in, const float *g, const float *beta, float *state, float *out,
-                      size_t ld_out, int h0, int h1) {
-    const int dk = sh->dk, dv = sh->dv, hk = sh->n_k_heads, hv = sh->n_v_heads;
+                      size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
+                      float *out, size_t ld_out, int h0, int h1) {
+    const int dk = sh->dk, dv = sh->dv, hk = sh->n_k_heads;
     for (int j = h0; j < h1; j++) {
         float *M = state + (size_t)j * dv * dk;
         const int ik = j % hk; /* tiled pairing of GGUF value heads with key heads */
@@ -91,8 +91,8 @@ void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float
             const float *kt = k + (size_t)t * ld_in + (size_t)ik * dk;
             const float *vt = v + (size_t)t * ld_in + (size_t)j * dv;
             float *ot = out + (size_t)t * ld_out + (size_t)j * dv;
-            const float decay = expf(g[(size_t)t * hv + j]);
-            const float bt = beta[(size_t)t * hv + j];
+            const float decay = expf(g[(size_t)t * ld_gb + j]);
+            const float bt = beta[(size_t)t * ld_gb + j];
             for (int r = 0; r < dv; r++) {
                 /* row r of M is column r of S: (decay S)^T k = decay (S^T k), then the
                  * decayed rank-1 update and the read-out S^T q in one pass */

@@ -32,9 +32,10 @@ void kz_gdn_gates(int n, const float *b, const float *a, const float *dt_bias, c
 /* Gated delta rule, recurrent form, for value heads [h0, h1) over T tokens:
  *   S <- exp(g) S;  d = beta (v - S^T k);  S <- S + k d^T;  o = S^T q
  * q, k: token t key head i at q[t*ld_in + i*dk] (q already scaled); v: token t value head j at
- * v[t*ld_in + j*dv]; g, beta: [T][n_v_heads]; state: [n_v_heads][dv][dk];
- * out: token t value head j at out[t*ld_out + j*dv]. */
+ * v[t*ld_in + j*dv]; g, beta: token t head j at g[t*ld_gb + j]; state: [n_v_heads][dv][dk];
+ * out: token t value head j at out[t*ld_out + j*dv]. Heads outer, tokens inner, so one head's
+ * state stays in cache for the whole chunk. */
 void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
-                      size_t ld_in, const float *g, const float *beta, float *state, float *out,
-                      size_t ld_out, int h0, int h1);
+                      size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
+                      float *out, size_t ld_out, int h0, int h1);
 #endif

@@ -404,7 +404,11 @@ kz_model *kz_model_load(const char *path, const kz_model_params *params, char *e
     char e2[512];
     if (!path) { seterr(err, errlen, "no model path given"); return NULL; }
     kz_gguf *g = kz_gguf_open(path, e2, sizeof e2);
-    if (!g) { seterr(err, errlen, "%s: %s", path, e2); return NULL; }
+    if (!g) {
+        if (strstr(e2, path)) seterr(err, errlen, "%s", e2); /* reader already names the file */
+        else seterr(err, errlen, "%s: %s", path, e2);
+        return NULL;
+    }
     kz_model *m = calloc(1, sizeof *m);
     if (!m) { kz_gguf_close(g); seterr(err, errlen, "out of memory"); return NULL; }
     m->gguf = g;

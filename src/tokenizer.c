@@ -9,7 +9,12 @@
  *      Oniguruma (ordered alternation, greedy with backtracking, see match_piece);
  *   4. each piece's bytes go through rank-ordered BPE (lowest rank first, leftmost on ties).
  * Ill-formed UTF-8 is never dropped: its bytes act as "other" characters and are encoded byte
- * by byte. No state is mutated after construction, so one tokenizer serves many threads. */
+ * by byte. No state is mutated after construction, so one tokenizer serves many threads.
+ * Differences from llama.cpp, all in HF's direction: NFC (llama.cpp does none); the regex
+ * classes use Unicode 16.0 and NFC Unicode 9.0 data, as HF does (tools/gen_unicode_tables.py);
+ * added tokens are matched leftmost-longest in one scan (llama.cpp cuts them out token by
+ * token, longest first; the two only differ for overlapping token texts); duplicate merges
+ * keep their first rank (llama.cpp's choice; HF keeps the last). */
 #include "tokenizer.h"
 
 #include <limits.h>
@@ -189,7 +194,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
     t->text[off] = 0;
 
     /* text -> id (first id wins on duplicates) */
-    t->tmask = pow2_at_least((uint64_t)n * 2) - 1;
+    t->tmask = pow2_at_least((uint64_t)n + (uint64_t)n / 2) - 1; /* load <= 2/3 */
     t->tmap = malloc(((size_t)t->tmask + 1) * sizeof *t->tmap);
     if (!t->tmap) goto oom;
     memset(t->tmap, 0xff, ((size_t)t->tmask + 1) * sizeof *t->tmap);
@@ -216,6 +221,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
         size_t l;
         const char *x = tok_text(t, i, &l);
         t->doff[i] = doff;
+        if (t->type[i] == KZ_TOKTYPE_UNUSED) continue; /* padding ids ("[PAD<i>]") are no text */
         if (t->type[i] != KZ_TOKTYPE_NORMAL) {
             memcpy(t->dec + doff, x, l);
             doff += (uint32_t)l;
@@ -245,7 +251,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
     }
 
     /* merges */
-    t->pmask = pow2_at_least((uint64_t)(sp->n_merges > 0 ? sp->n_merges : 1) * 2) - 1;
+    t->pmask = pow2_at_least((uint64_t)(sp->n_merges > 0 ? sp->n_merges : 1) * 3 / 2) - 1;
     t->pmap = malloc(((size_t)t->pmask + 1) * sizeof *t->pmap);
     if (!t->pmap) goto oom;
     for (uint32_t i = 0; i <= t->pmask; i++) t->pmap[i].key = UINT64_MAX;

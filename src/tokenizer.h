@@ -7,19 +7,32 @@
 #include "gguf.h"
 
 typedef struct kz_tokenizer kz_tokenizer;
+/* Reads tokenizer.ggml.{model ("gpt2" only), pre ("qwen2" | "qwen35"), tokens, token_type,
+ * merges, eos/bos/padding/eot/eom_token_id}; validates everything (ids in range, UTF-8 texts,
+ * merges naming vocab tokens, all 256 byte tokens present). Copies what it needs: g may be
+ * closed afterwards. NULL + one-line message on failure. */
 kz_tokenizer *kz_tokenizer_from_gguf(const kz_gguf *g, char *err, size_t errlen);
 void kz_tokenizer_free(kz_tokenizer *t);
 int kz_tok_n_vocab(const kz_tokenizer *t);
 /* encode UTF-8 text (invalid UTF-8 bytes are still encoded byte-wise, never dropped).
+ * As HF `tokenizers`: added-token texts are cut out of the raw text first (leftmost, longest);
+ * USER_DEFINED ones always, CONTROL ones only when parse_special (llama.cpp's rule; HF's own
+ * encode matches both, i.e. parse_special = 1); the text between them is NFC-normalised, split
+ * by the tokenizer.ggml.pre regex and BPE-merged. Thread-safe (t is never modified).
  * Returns token count (may exceed max; out may be NULL when max == 0), -1 on error. */
 int kz_tok_encode(const kz_tokenizer *t, const char *text, size_t len, int parse_special,
                   int32_t *out, int max);
-/* raw decoded bytes of token id; returns length or -1 (bad id). buf may be NULL if len 0 */
+/* raw decoded bytes of token id; returns length or -1 (bad id). buf may be NULL if len 0;
+ * copies min(length, len) bytes, no NUL. NORMAL tokens go through the inverse GPT-2 byte map
+ * (may be part of a UTF-8 sequence); CONTROL / USER_DEFINED give their literal text; UNUSED
+ * (padding) tokens give nothing. */
 int kz_tok_bytes(const kz_tokenizer *t, int32_t id, char *buf, size_t len);
 /* id of a token whose text is exactly s (e.g. "<|im_end|>"), or -1 */
 int32_t kz_tok_find(const kz_tokenizer *t, const char *s);
+/* end of generation: tokens whose text is <|im_end|>, <|endoftext|>, <|fim_pad|>,
+ * <|repo_name|>, <|file_sep|> or <|eot_id|> (and not NORMAL), plus eos / eot / eom ids */
 int kz_tok_is_eog(const kz_tokenizer *t, int32_t id);
-int kz_tok_is_control(const kz_tokenizer *t, int32_t id);
+int kz_tok_is_control(const kz_tokenizer *t, int32_t id); /* token_type CONTROL */
 int32_t kz_tok_eos(const kz_tokenizer *t);
 
 /* Streaming UTF-8 assembler: never emits half a code point. Invalid sequences become U+FFFD,

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "attention.h"
 #include "fp16.h"
 #include "gdn.h"
@@ -237,10 +238,10 @@ static void test_gdn_recurrent(void) {
             }
         /* split heads like two threads, tokens in two calls */
         const int h1 = Hv / 2;
-        kz_gdn_recurrent(&sh, 2, in, in + Hk * dk, in + 2 * Hk * dk, ld, g, beta, M, out, Hv * dv, 0, h1);
-        kz_gdn_recurrent(&sh, 2, in, in + Hk * dk, in + 2 * Hk * dk, ld, g, beta, M, out, Hv * dv, h1, Hv);
+        kz_gdn_recurrent(&sh, 2, in, in + Hk * dk, in + 2 * Hk * dk, ld, g, beta, Hv, M, out, Hv * dv, 0, h1);
+        kz_gdn_recurrent(&sh, 2, in, in + Hk * dk, in + 2 * Hk * dk, ld, g, beta, Hv, M, out, Hv * dv, h1, Hv);
         const float *i2 = in + 2 * ld;
-        kz_gdn_recurrent(&sh, T - 2, i2, i2 + Hk * dk, i2 + 2 * Hk * dk, ld, g + 2 * Hv, beta + 2 * Hv, M,
+        kz_gdn_recurrent(&sh, T - 2, i2, i2 + Hk * dk, i2 + 2 * Hk * dk, ld, g + 2 * Hv, beta + 2 * Hv, Hv, M,
                          out + 2 * Hv * dv, Hv * dv, 0, Hv);
         double e = relmax(out, ro, T * Hv * dv);
         CHECKF(e < 1e-5, "gdn recurrent Hk=%d Hv=%d dk=%d dv=%d: rel %g", Hk, Hv, dk, dv, e);
@@ -274,13 +275,28 @@ static void test_gdn_recurrent(void) {
     CHECK(fabs(sqrt(nq) - 1 / sqrt(5.0)) < 1e-6 && fabs(sqrt(nk) - 1) < 1e-6 && row[20] == v0);
 }
 
+static void test_h2f(void) {
+    int bad = 0;
+    for (uint32_t x = 0; x < 65536; x += 8) {
+        uint16_t h[11];
+        float f[11];
+        for (int i = 0; i < 11; i++) h[i] = (uint16_t)((x + (uint32_t)i * 7) & 0xffff);
+        kz_h2f_row(f, h, 11); /* 8-block + tail */
+        for (int i = 0; i < 11; i++) {
+            float r = kz_fp16_to_f32(h[i]);
+            if (memcmp(&r, &f[i], 4) && !(isnan(r) && isnan(f[i]))) bad++;
+        }
+    }
+    CHECKF(bad == 0, "h2f_row: %d mismatches", bad);
+}
+
 static void test_attention(int f16) {
     const int H = 6, Hkv = 2, hd = 13, n_ctx = 11, npos = 9;
     kz_kv_layer kv = {H, Hkv, hd, n_ctx, f16, NULL, NULL};
     size_t esz = f16 ? 2 : 4;
     kv.k = malloc((size_t)Hkv * n_ctx * hd * esz);
     kv.v = malloc((size_t)Hkv * n_ctx * hd * esz);
-    float K[9][2 * 13], Vv[9][2 * 13], q[13], o[13], scr[11 + 13];
+    float K[9][2 * 13], Vv[9][2 * 13], q[6 * 13], o[6 * 13], scr[3 * 11 + 13];
     for (int p = 0; p < npos; p++) {
         fill(K[p], Hkv * hd, 2.0f);
         fill(Vv[p], Hkv * hd, 2.0f);
@@ -291,28 +307,47 @@ static void test_attention(int f16) {
             }
         kz_kv_store(&kv, p, K[p], Vv[p]);
     }
-    CHECK(kz_attn_scratch_floats(&kv) <= 11 + 13);
+    CHECK(kz_attn_scratch_floats(&kv, n_ctx) <= 3 * 11 + 13);
     const float scale = 1.0f / sqrtf((float)hd);
-    double worst = 0;
-    for (int pos = 0; pos < npos; pos++)
+    double worst = 0, worst_split = 0;
+    for (int pos = 0; pos < npos; pos++) {
+        fill(q, H * hd, 2.0f);
+        double rall[6 * 13];
         for (int h = 0; h < H; h++) {
-            fill(q, hd, 2.0f);
             const int g = h / (H / Hkv); /* grouped GQA */
-            double s[9], mx = -1e300, sum = 0, r[13] = {0};
+            double *r = rall + h * hd;
+            double s[9], mx = -1e300, sum = 0;
+            for (int i = 0; i < hd; i++) r[i] = 0;
             for (int t = 0; t <= pos; t++) {
                 s[t] = 0;
-                for (int i = 0; i < hd; i++) s[t] += (double)q[i] * K[t][g * hd + i];
+                for (int i = 0; i < hd; i++) s[t] += (double)q[h * hd + i] * K[t][g * hd + i];
                 s[t] *= scale;
                 if (s[t] > mx) mx = s[t];
             }
             for (int t = 0; t <= pos; t++) { s[t] = exp(s[t] - mx); sum += s[t]; }
             for (int t = 0; t <= pos; t++)
                 for (int i = 0; i < hd; i++) r[i] += s[t] / sum * Vv[t][g * hd + i];
-            kz_attn_head(&kv, h, pos, q, scale, o, scr);
+            kz_attn_head(&kv, h, pos, q + h * hd, scale, o, scr);
             double e = relmax(o, r, hd);
             if (e > worst) worst = e;
         }
+        /* grouped partials over 1..3 position splits (some empty), merged */
+        for (int ns = 1; ns <= 3; ns++) {
+            float ml[3][2 * 3], acc[3][3 * 13];
+            const int total = pos + 1, len = (total + ns - 1) / ns;
+            for (int g = 0; g < Hkv; g++) {
+                for (int sp = 0; sp < ns; sp++) {
+                    int lo = sp * len, hi = lo + len < total ? lo + len : total;
+                    kz_attn_partial(&kv, g, lo, hi, q + g * 3 * hd, hd, scale, ml[sp], acc[sp], scr);
+                }
+                kz_attn_merge(3, hd, ns, ml[0], acc[0], o, hd);
+                double e = relmax(o, rall + g * 3 * hd, 3 * hd);
+                if (e > worst_split) worst_split = e;
+            }
+        }
+    }
     CHECKF(worst < 1e-5, "attention (f16 cache %d) rel %g", f16, worst);
+    CHECKF(worst_split < 1e-5, "split attention (f16 cache %d) rel %g", f16, worst_split);
     free(kv.k);
     free(kv.v);
 }
@@ -324,6 +359,7 @@ int main(void) {
     test_rope();
     test_gdn_conv();
     test_gdn_recurrent();
+    test_h2f();
     test_attention(0);
     test_attention(1);
     KT_END();

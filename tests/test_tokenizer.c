@@ -235,6 +235,7 @@ static void test_bpe_and_specials(void) {
     CHECK(kz_tok_bytes(t, 0xC4, buf, sizeof buf) == 1 && (unsigned char)buf[0] == 0xC4);
     CHECK(kz_tok_bytes(t, ID_IM_START, NULL, 0) == 12);
     CHECK(kz_tok_bytes(t, ID_IM_START, buf, 3) == 12 && !memcmp(buf, "<|i", 3));
+    CHECK(kz_tok_bytes(t, ID_PAD, buf, sizeof buf) == 0);
     CHECK(kz_tok_bytes(t, v.n, buf, sizeof buf) == -1 && kz_tok_bytes(t, -1, buf, sizeof buf) == -1);
     CHECK(kz_tok_find(t, "<|im_end|>") == ID_IM_END && kz_tok_find(t, "<nope>") == -1);
     CHECK(kz_tok_find(t, enc("hello")) == id_hello);

@@ -2,6 +2,7 @@
 """Hugging Face checkpoint -> GGUF converter for Kazeia-Engine.
 
     python3 tools/convert_hf.py HF_MODEL_DIR OUT.gguf [--type f32|f16|bf16|q8_0|q4_0]
+                                [--tensor-type REGEX=TYPE ...]
 
 Supported: Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration (text decoder only, GGUF arch
 "qwen35") and Qwen3ForCausalLM ("qwen3"). The output uses the metadata keys, tensor names and
@@ -258,15 +259,19 @@ def v_head_perm(n_k, n_v, hd):
     return (heads[:, None] * hd + np.arange(hd)[None, :]).reshape(-1)
 
 
-def pick_type(gname, shape, want):
+def pick_type(gname, shape, want, overrides=()):
     if len(shape) <= 1 or gname.endswith(F32_SUFFIXES):
         return QT.F32
+    for rx, t in overrides:  # --tensor-type: first matching pattern wins
+        if rx.search(gname):
+            want = t
+            break
     if want in (QT.Q8_0, QT.Q4_0) and shape[-1] % 32 != 0:
         return QT.F16  # rows must be whole 32-blocks; same fallback as llama.cpp's converter
     return want
 
 
-def build_plan(tensors, arch, hp, want):
+def build_plan(tensors, arch, hp, want, overrides=()):
     n_layer = int(need(hp, "num_hidden_layers"))
     tied = bool(hp.get("tie_word_embeddings", False))
     lmap = dict(LAYER_MAP)
@@ -344,7 +349,7 @@ def build_plan(tensors, arch, hp, want):
                 if it.col_perm is not None and (len(shape) != 2 or len(it.col_perm) != shape[1]):
                     raise ConvertError(f"tensor {src_name}: shape {t.shape}, want {len(it.col_perm)} columns")
         it.shape = shape
-        it.qtype = pick_type(gname, shape, want)
+        it.qtype = pick_type(gname, shape, want, overrides)
         items[gname] = it
 
     if "token_embd.weight" not in items:
@@ -460,24 +465,63 @@ def write_metadata(w, arch, hp, ftype, model_dir):
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
 
+def pick_pre(ct, arch, model_dir):
+    """tokenizer.ggml.pre names the pre-tokenizer regex, which belongs to the tokenizer, not to
+    the architecture (llama.cpp also derives it from the tokenizer): match tokenizer.json's Split
+    regex, else default to the arch's own tokenizer (qwen35 -> "qwen35", qwen3 -> "qwen2")."""
+    default = "qwen35" if arch == "qwen35" else "qwen2"
+    try:
+        tj = json.loads((Path(model_dir) / "tokenizer.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConvertError(f"{model_dir}/tokenizer.json: cannot read ({e})")
+    pt = tj.get("pre_tokenizer") or {}
+    for p in pt.get("pretokenizers", [pt]):
+        if isinstance(p, dict) and p.get("type") == "Split":
+            rx = (p.get("pattern") or {}).get("Regex")
+            for name, known in getattr(ct, "PRE_REGEX", {}).items():
+                if rx == known:
+                    return name
+    return default
+
+
 def write_tokenizer(w, arch, hp, model_dir):
     try:
-        from convert_tokenizer import write_tokenizer_kvs
+        import convert_tokenizer as ct
     except ImportError as e:
         raise ConvertError(f"tools/convert_tokenizer.py (write_tokenizer_kvs) not importable: {e}")
-    pre = "qwen35" if arch == "qwen35" else "qwen2"
-    write_tokenizer_kvs(w, str(model_dir), pre, pad_to=int(need(hp, "vocab_size")))
+    pre = pick_pre(ct, arch, model_dir)
+    try:
+        ct.write_tokenizer_kvs(w, str(model_dir), pre, pad_to=int(need(hp, "vocab_size")))
+    except (OSError, ValueError, KeyError) as e:
+        raise ConvertError(f"tokenizer: {e}")
+    return pre
 
 
 # ---------------------------------------------------------------------------------------------
 
-def convert(model_dir, out_path, out_type="f16", verbose=True):
+def parse_overrides(specs):
+    out = []
+    for spec in specs or ():
+        pat, sep, t = spec.rpartition("=")
+        if not sep or not pat or t not in OUT_TYPES:
+            raise ConvertError(f"--tensor-type {spec!r}: want REGEX=TYPE with TYPE one of {', '.join(OUT_TYPES)}")
+        try:
+            out.append((re.compile(pat), OUT_TYPES[t][0]))
+        except re.error as e:
+            raise ConvertError(f"--tensor-type {spec!r}: bad regex ({e})")
+    return out
+
+
+def convert(model_dir, out_path, out_type="f16", verbose=True, tensor_types=()):
+    """tensor_types: ["REGEX=TYPE", ...] per-tensor type overrides for 2-D weights (matched
+    against the GGUF tensor name); 1-D tensors, norms, ssm_conv1d/alpha/beta always stay F32."""
     if out_type not in OUT_TYPES:
         raise ConvertError(f"--type {out_type!r}: want one of {', '.join(OUT_TYPES)}")
     want, ftype = OUT_TYPES[out_type]
+    overrides = parse_overrides(tensor_types)
     hf_arch, arch, hp = load_hparams(model_dir)
     tensors = index_checkpoint(model_dir)
-    plan, skipped = build_plan(tensors, arch, hp, want)
+    plan, skipped = build_plan(tensors, arch, hp, want, overrides)
     vocab = int(need(hp, "vocab_size"))
     emb = next(it for it in plan if it.gname == "token_embd.weight")
     if emb.shape[0] != vocab:
@@ -488,7 +532,7 @@ def convert(model_dir, out_path, out_type="f16", verbose=True):
     w = gguf.GGUFWriter(str(tmp), arch)
     try:
         write_metadata(w, arch, hp, ftype, model_dir)
-        write_tokenizer(w, arch, hp, model_dir)
+        pre = write_tokenizer(w, arch, hp, model_dir)
         for it in plan:
             bshape, bdtype = out_byte_shape(it)
             nbytes = int(np.prod(bshape)) * np.dtype(bdtype).itemsize
@@ -515,7 +559,7 @@ def convert(model_dir, out_path, out_type="f16", verbose=True):
         raise
     os.replace(tmp, out_path)
     if verbose:
-        print(f"wrote {out_path}: arch {arch} ({hf_arch}), {len(plan)} tensors, type {out_type}; "
+        print(f"wrote {out_path}: arch {arch} ({hf_arch}), tokenizer pre {pre}, {len(plan)} tensors, type {out_type}; "
               f"skipped {len(skipped)} ({', '.join(skipped[:4])}{'...' if len(skipped) > 4 else ''})", file=sys.stderr)
     return out_path
 
@@ -525,10 +569,12 @@ def main(argv=None):
     ap.add_argument("model_dir", help="directory with config.json, *.safetensors and tokenizer.json")
     ap.add_argument("out", help="output .gguf path")
     ap.add_argument("--type", default="f16", choices=sorted(OUT_TYPES), help="type for 2-D weight matrices")
+    ap.add_argument("--tensor-type", action="append", metavar="REGEX=TYPE",
+                    help="override the type of matching 2-D tensors, e.g. 'ffn_down=q8_0' (repeatable)")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     try:
-        convert(a.model_dir, a.out, a.type, verbose=not a.quiet)
+        convert(a.model_dir, a.out, a.type, verbose=not a.quiet, tensor_types=a.tensor_type)
     except ConvertError as e:
         print(f"convert_hf: error: {e}", file=sys.stderr)
         return 1

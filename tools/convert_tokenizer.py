@@ -134,6 +134,12 @@ def main(argv=None):
     ap.add_argument("--pad-to", type=int, default=None)
     ap.add_argument("--arch", default="qwen3")
     a = ap.parse_args(argv)
+    try:
+        check_pre(a.tokenizer_dir, a.pre)
+        load_vocab(a.tokenizer_dir, a.pad_to)  # fail before creating the output file
+    except (OSError, ValueError, KeyError) as e:
+        print(f"convert_tokenizer: {e}", file=sys.stderr)
+        return 1
     w = gguf.GGUFWriter(a.out, a.arch)
     n = write_tokenizer_kvs(w, a.tokenizer_dir, a.pre, a.pad_to)
     w.add_name(f"{Path(a.tokenizer_dir).name} tokenizer")

@@ -25,6 +25,38 @@ TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
 N_VOCAB = 151936
 THREADS = 2
 
+# Bounds per type: (max rel over positions, mean rel, min top-1 agreement). Set ~1.5x above what
+# was measured with tests/py on these tiny models (our engine and llama.cpp gave nearly the same
+# numbers; see build-test-models/report.txt). Random tiny nets amplify rounding ~3-9x (qwen35
+# more: GDN read-out normalisation), so quantized bounds vs the float32 model are loose; they
+# still catch a broken kernel (uncorrelated logits give rel ~1.4, top-1 ~0).
+#   measured vs float32 HF  qwen35: f16 3.6e-3 bf16 2.8e-2 q8_0 9.7e-2 q4_0 0.93 (max rel)
+#                           qwen3 : f16 1.3e-3 bf16 1.2e-2 q8_0 3.6e-2 q4_0 0.43
+BOUNDS_HF = {
+    "qwen35": {"f16": (8e-3, 4e-3, 0.95), "bf16": (5e-2, 3e-2, 0.90),
+               "q8_0": (0.15, 0.09, 0.78), "q4_0": (1.1, 0.75, 0.05)},
+    "qwen3": {"f16": (3e-3, 2e-3, 0.95), "bf16": (2.5e-2, 1.5e-2, 0.93),
+              "q8_0": (0.06, 0.045, 0.90), "q4_0": (0.65, 0.5, 0.15)},
+}
+# vs transformers computing with the GGUF's rounded weights (activation rounding only):
+#   measured  qwen35: f16 2.1e-3 bf16 1.9e-2 q8_0 7.7e-2 q4_0 7.6e-2 (ours; llama.cpp the same)
+#             qwen3 : f16 8.1e-4 bf16 7.1e-3 q8_0 2.2e-2 q4_0 2.5e-2
+BOUNDS_HF_SAME_WEIGHTS = {
+    "qwen35": {"f16": (5e-3, 3e-3, 0.95), "bf16": (3.5e-2, 2e-2, 0.90),
+               "q8_0": (0.12, 0.07, 0.85), "q4_0": (0.12, 0.07, 0.75)},
+    "qwen3": {"f16": (2e-3, 1.2e-3, 0.95), "bf16": (1.5e-2, 1e-2, 0.93),
+              "q8_0": (0.04, 0.03, 0.90), "q4_0": (0.045, 0.035, 0.85)},
+}
+# ours vs llama.cpp on the same file. Both round activations the same way, so what differs is
+# f32 noise (~3e-6 in qwen35) flipping an occasional rounding step, which the net amplifies:
+#   measured  qwen35: f16 1.8e-3 bf16 8.2e-3 q8_0 3.2e-2 q4_0 6.3e-3; qwen3: 6.7e-4 3.2e-3 8e-8 1.6e-3
+BOUNDS_LCPP = {
+    "qwen35": {"f32": (1e-4, 1e-5, 1.0), "f16": (5e-3, 2e-3, 0.97), "bf16": (2e-2, 8e-3, 0.95),
+               "q8_0": (6e-2, 3.5e-2, 0.90), "q4_0": (6e-2, 3.5e-2, 0.90)},
+    "qwen3": {"f32": (1e-4, 1e-5, 1.0), "f16": (3e-3, 1.5e-3, 0.97), "bf16": (1e-2, 5e-3, 0.95),
+              "q8_0": (2e-2, 1e-2, 0.95), "q4_0": (2e-2, 1e-2, 0.95)},
+}
+
 if str(TOOLS) not in sys.path:
     sys.path.insert(0, str(TOOLS))
 
@@ -161,9 +193,33 @@ def tokens_long(n=500):
 # ---------------------------------------------------------------------------------------------
 # reference logits (transformers, float32, eager attention), cached on disk
 
-def hf_logits(arch, tokens):
-    key = hashlib.sha256((hf_stamp() + arch + ",".join(map(str, tokens))).encode()).hexdigest()[:16]
-    cache = MODELS / "ref" / f"{arch}-{len(tokens)}-{key}.npy"
+F32_WEIGHTS = ("conv1d.weight", "in_proj_a.weight", "in_proj_b.weight")  # stay F32 in every GGUF
+
+
+def round_trip_weights(model, typ):
+    """Replace every 2-D weight the converter stores as `typ` by its typ-rounded value, so the
+    HF model computes with exactly the GGUF's weights (only activations stay float32).
+    Valid because the converter's transforms on these matrices are row permutations and
+    32-aligned column-block permutations, which commute with per-row 32-blocks."""
+    import torch
+    import gguf
+    qt = {"f16": gguf.GGMLQuantizationType.F16, "bf16": gguf.GGMLQuantizationType.BF16,
+          "q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}[typ]
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() != 2 or name.endswith(F32_WEIGHTS):
+                continue
+            a = p.detach().numpy()
+            t = qt if (qt in (gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.BF16)
+                       or a.shape[1] % 32 == 0) else gguf.GGMLQuantizationType.F16
+            q = gguf.quants.quantize(a, t)
+            p.copy_(torch.from_numpy(gguf.quants.dequantize(q, t).reshape(a.shape).astype(np.float32)))
+
+
+def hf_logits(arch, tokens, weights="f32"):
+    """transformers float32 logits; weights != "f32": with weights rounded as in that GGUF type."""
+    key = hashlib.sha256((hf_stamp() + arch + weights + ",".join(map(str, tokens))).encode()).hexdigest()[:16]
+    cache = MODELS / "ref" / f"{arch}-{weights}-{len(tokens)}-{key}.npy"
     if cache.is_file():
         return np.load(cache)
     import torch
@@ -171,6 +227,8 @@ def hf_logits(arch, tokens):
     d = ensure_hf(arch)
     torch.set_num_threads(THREADS)
     m = AutoModelForCausalLM.from_pretrained(str(d), dtype=torch.float32, attn_implementation="eager").eval()
+    if weights != "f32":
+        round_trip_weights(m, weights)
     with torch.no_grad():
         lg = m(torch.tensor([tokens], dtype=torch.long)).logits[0].float().numpy()
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +267,7 @@ def kz_logits(model, tokens, prefill=None, threads=THREADS, kv="f32", n_vocab=N_
         cmd = [b, "logits", "-m", model, "--tokens", ",".join(map(str, tokens)), "-t", threads,
                "--kv", kv, "-o", out]
         if prefill is not None:
-            cmd[5:5] = ["--prefill", prefill]
+            cmd += ["--prefill", prefill]
         run(cmd)
         raw = np.fromfile(out, dtype=np.float32)
     want = len(tokens) * n_vocab
@@ -293,3 +351,84 @@ def lc_logits(model, tokens, prefill=None, threads=THREADS):
     finally:
         llm.close()
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# fast GGUF reader for the tests (gguf.GGUFReader takes ~8 s per file on the 151936-token vocab;
+# this one is checked against GGUFReader in test_vs_transformers.py)
+
+_GG_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def read_gguf(path):
+    """-> (kv: {key: value}, tensors: {name: (ggml_type, ne list, data uint8 memmap)})."""
+    import struct
+    buf = np.memmap(path, dtype=np.uint8, mode="r")
+    mv = memoryview(buf)
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, mv, pos)[0]
+        pos += struct.calcsize(fmt)
+        return v
+
+    def string():
+        nonlocal pos
+        n = take("<Q")
+        s = bytes(mv[pos:pos + n]).decode("utf-8", errors="surrogateescape")
+        pos += n
+        return s
+
+    def value(t):
+        nonlocal pos
+        if t == 8:
+            return string()
+        if t == 9:
+            et, n = take("<I"), take("<Q")
+            if et in _GG_SCALAR:  # numeric array: one frombuffer instead of n unpacks
+                arr = np.frombuffer(mv, dtype=np.dtype(_GG_SCALAR[et]), count=n, offset=pos)
+                pos += arr.nbytes
+                return arr.tolist()
+            return [value(et) for _ in range(n)]
+        return take(_GG_SCALAR[t])
+
+    assert bytes(mv[0:4]) == b"GGUF", f"{path}: not a GGUF file"
+    pos = 4
+    version, n_t, n_kv = take("<I"), take("<Q"), take("<Q")
+    assert version == 3, f"{path}: GGUF version {version}"
+    kv = {}
+    for _ in range(n_kv):
+        k = string()
+        kv[k] = value(take("<I"))
+    infos = []
+    for _ in range(n_t):
+        name = string()
+        nd = take("<I")
+        ne = [take("<Q") for _ in range(nd)]
+        typ, off = take("<I"), take("<Q")
+        infos.append((name, typ, ne, off))
+    align = kv.get("general.alignment", 32)
+    base = (pos + align - 1) // align * align
+    from gguf import GGMLQuantizationType, GGML_QUANT_SIZES
+    tensors = {}
+    for name, typ, ne, off in infos:
+        qt = GGMLQuantizationType(typ)
+        bs, ts = GGML_QUANT_SIZES[qt]
+        n = int(np.prod(ne)) if ne else 1
+        nbytes = n // bs * ts
+        tensors[name] = (qt, ne, buf[base + off: base + off + nbytes])
+    return kv, tensors
+
+
+def gguf_f32(entry):
+    """(type, ne, raw) -> float32 array in row-major (HF) orientation."""
+    import gguf
+    qt, ne, raw = entry
+    shape = tuple(int(x) for x in reversed(ne))
+    if qt == gguf.GGMLQuantizationType.F32:
+        return np.frombuffer(raw, dtype=np.float32).reshape(shape)
+    if qt == gguf.GGMLQuantizationType.F16:
+        return np.frombuffer(raw, dtype=np.float16).reshape(shape).astype(np.float32)
+    rows = raw.reshape(shape[:-1] + (-1,)) if len(shape) > 1 else raw
+    return gguf.quants.dequantize(np.asarray(rows), qt).reshape(shape).astype(np.float32)

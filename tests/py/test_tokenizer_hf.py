@@ -6,6 +6,7 @@ both, ids must be identical on every document, and decoding must give back the N
 A second run swaps in the Qwen3.5 pre-tokenizer regex (tokenizer.ggml.pre = "qwen35") on the
 same vocab. Code-point sweeps cover every Unicode code point for the regex classes and NFC.
 """
+import functools
 import json
 import os
 import random
@@ -92,6 +93,7 @@ def rand_cp(r):
             return chr(c)
 
 
+@functools.lru_cache(maxsize=None)
 def gen_docs():
     """Deterministic documents: list of (name, text)."""
     r = random.Random(20240531)
@@ -174,9 +176,10 @@ def gen_docs():
     docs.append(("mix", "".join(mix)))
     docs.append(("empty-ish", " "))
     docs.append(("single-newline", "\n"))
-    return docs
+    return tuple(docs)
 
 
+@functools.lru_cache(maxsize=None)
 def codepoint_docs():
     """Every code point (surrogates excepted), in order, in chunks; and each non-CJK assigned
     code point (per this Python's unicodedata) in several regex/NFC contexts."""
@@ -194,7 +197,7 @@ def codepoint_docs():
                   for ch in map(chr, sel))
     for i in range(0, len(ctx), 1 << 18):
         docs.append((f"cp-context-{i // (1 << 18)}", ctx[i:i + (1 << 18)]))
-    return docs
+    return tuple(docs)
 
 
 # ------------------------------------------------------------------ helpers
@@ -374,6 +377,48 @@ def test_without_special_control_tokens_are_text(qwen3, tmp_path):
     hf = qwen3[1]
     want = hf.encode("<|", add_special_tokens=False).ids
     assert got[:len(want)] == want
+
+
+def test_converter_keys(qwen3):
+    """The vocab-only GGUF holds what llama.cpp's converter writes (read back with gguf-py)."""
+    import gguf
+    r = gguf.GGUFReader(str(qwen3[0]))
+    f = r.fields
+
+    def scalar(k):
+        return f[k].parts[f[k].data[0]].tolist()[0]
+
+    def string(k, i=0):
+        return bytes(f[k].parts[f[k].data[i]]).decode("utf-8")
+
+    tj = json.loads((TOKDIR / "tokenizer.json").read_text(encoding="utf-8"))
+    cfg = json.loads((TOKDIR / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert string("general.architecture") == "qwen3" and len(r.tensors) == 0
+    assert string("tokenizer.ggml.model") == "gpt2" and string("tokenizer.ggml.pre") == "qwen2"
+    toks = f["tokenizer.ggml.tokens"]
+    assert len(toks.data) == 151936
+    assert string("tokenizer.ggml.tokens", 151643) == "<|endoftext|>"
+    assert string("tokenizer.ggml.tokens", 151700) == "[PAD151700]"
+    assert string("tokenizer.ggml.tokens", tj["model"]["vocab"]["Ġthe"]) == "Ġthe"
+    tt = f["tokenizer.ggml.token_type"]
+    ty = lambda i: int(tt.parts[tt.data[i]][0])
+    assert ty(0) == 1 and ty(151644) == 3 and ty(151659) == 3 and ty(151667) == 4 and ty(151700) == 5
+    assert sum(ty(i) == 3 for i in range(151643, 151669)) == 20
+    assert sum(ty(i) == 4 for i in range(151643, 151669)) == 6
+    m = f["tokenizer.ggml.merges"]
+    assert len(m.data) == len(tj["model"]["merges"]) and string("tokenizer.ggml.merges", 0) == "Ġ Ġ"
+    assert scalar("tokenizer.ggml.eos_token_id") == 151645
+    assert scalar("tokenizer.ggml.padding_token_id") == 151643
+    assert "tokenizer.ggml.bos_token_id" not in f  # no config.json beside the tokenizer
+    assert scalar("tokenizer.ggml.add_bos_token") is False
+    assert string("tokenizer.chat_template") == cfg["chat_template"]
+
+
+def test_converter_refuses_wrong_pre(tmp_path):
+    out = tmp_path / "x.gguf"
+    assert convert_tokenizer.main([str(TOKDIR), str(out), "--pre", "qwen35"]) == 1
+    assert not out.exists()
+    assert convert_tokenizer.main([str(TOKDIR), str(out), "--pad-to", "1000"]) == 1
 
 
 def test_cli_errors(tmp_path):
