@@ -189,8 +189,8 @@ def full_attention_interval(hp):
 class Item:
     """One output tensor: where it comes from and how to transform it."""
 
-    def __init__(self, gname, src, kind, qtype):
-        self.gname, self.src, self.kind, self.qtype = gname, src, kind, qtype
+    def __init__(self, gname, src, qtype):
+        self.gname, self.src, self.qtype = gname, src, qtype
         self.row_perm = None    # gather index over output rows (V-head reorder)
         self.col_perm = None    # gather index over columns (out_proj)
         self.add_one = False
@@ -232,20 +232,56 @@ QWEN3_LAYER_MAP = {"post_attention_layernorm.weight": "ffn_norm.weight"}
 F32_SUFFIXES = ("_norm.weight", "ssm_conv1d.weight", "ssm_alpha.weight", "ssm_beta.weight")
 
 
+SKIP_PREFIXES = ("mtp.", "model.mtp.", "model.visual.", "visual.", "model.vision_tower.", "vision_tower.")
+
+
 def normalize_name(name):
-    """Map checkpoint layouts onto 'model.*' / 'lm_head.*'; None = not part of the text decoder."""
-    for pre in ("mtp.", "model.mtp.", "model.visual.", "visual.", "model.vision_tower.", "vision_tower."):
-        if name.startswith(pre):
-            return None
+    """Map checkpoint layouts onto 'model.*' / 'lm_head.*'; None = not part of the text decoder
+    (vision tower, MTP head, rotary caches)."""
     if name.startswith("model.language_model."):
-        return "model." + name[len("model.language_model."):]
-    if name.startswith("language_model.model."):
-        return "model." + name[len("language_model.model."):]
-    if name.startswith("language_model.lm_head."):
-        return name[len("language_model."):]
-    if name.endswith(".rotary_emb.inv_freq"):
+        name = "model." + name[len("model.language_model."):]
+    elif name.startswith("language_model.model."):
+        name = "model." + name[len("language_model.model."):]
+    elif name.startswith("language_model.lm_head."):
+        name = name[len("language_model."):]
+    if name.startswith(SKIP_PREFIXES) or name.endswith(".rotary_emb.inv_freq"):
         return None
     return name
+
+
+def layer_is_attention(arch, hp, i):
+    if arch == "qwen3":
+        return True
+    lt = hp.get("layer_types")
+    if lt:
+        return lt[i] == "full_attention"
+    return (i + 1) % full_attention_interval(hp) == 0
+
+
+ATTN_SUBS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+             "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight")
+GDN_SUBS = ("linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight", "linear_attn.in_proj_b.weight",
+            "linear_attn.in_proj_a.weight", "linear_attn.conv1d.weight", "linear_attn.dt_bias",
+            "linear_attn.A_log", "linear_attn.norm.weight", "linear_attn.out_proj.weight")
+COMMON_SUBS = ("input_layernorm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight",
+               "mlp.up_proj.weight", "mlp.down_proj.weight")
+
+
+def check_layers(arch, hp, seen):
+    """Every layer must have exactly its kind's tensors (names the first missing/extra one)."""
+    n_layer = int(need(hp, "num_hidden_layers"))
+    for i in range(n_layer):
+        attn = layer_is_attention(arch, hp, i)
+        want = set(COMMON_SUBS) | set(ATTN_SUBS if attn else GDN_SUBS)
+        got = seen.get(i, set())
+        missing = sorted(want - got)
+        if missing:
+            raise ConvertError(f"layer {i} ({'attention' if attn else 'linear-attention'}): "
+                               f"missing model.layers.{i}.{missing[0]}" + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""))
+        wrong = sorted(x for x in got - want if x.startswith(("self_attn.", "linear_attn.")) and not x.endswith(".bias"))
+        if wrong:
+            raise ConvertError(f"layer {i} is {'attention' if attn else 'linear-attention'} per config but has "
+                               f"model.layers.{i}.{wrong[0]}")
 
 
 def v_head_perm(n_k, n_v, hd):
@@ -271,9 +307,24 @@ def pick_type(gname, shape, want, overrides=()):
     return want
 
 
+def same_tensor(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    x, y = a.array(), b.array()
+    step = max(1, CHUNK_ELEMS // max(1, int(np.prod(x.shape[1:]))))
+    return all(np.array_equal(x[r:r + step], y[r:r + step]) for r in range(0, x.shape[0], step))
+
+
 def build_plan(tensors, arch, hp, want, overrides=()):
     n_layer = int(need(hp, "num_hidden_layers"))
     tied = bool(hp.get("tie_word_embeddings", False))
+    if tied:
+        # a checkpoint may still carry lm_head.weight; drop it only if it really is the embedding
+        # (wrapper and text configs can disagree on the flag, the tensors cannot)
+        lm = next((t for n, t in tensors.items() if normalize_name(n) == "lm_head.weight"), None)
+        emb = next((t for n, t in tensors.items() if normalize_name(n) == "model.embed_tokens.weight"), None)
+        if lm is not None and emb is not None and not same_tensor(lm, emb):
+            tied = False
     lmap = dict(LAYER_MAP)
     lmap.update(QWEN35_LAYER_MAP if arch == "qwen35" else QWEN3_LAYER_MAP)
 
@@ -288,6 +339,7 @@ def build_plan(tensors, arch, hp, want, overrides=()):
         key_dim = n_k * dk
     items = {}
     skipped = []
+    seen = {}
     layer_re = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
     for src_name in sorted(tensors):
         name = normalize_name(src_name)
@@ -317,10 +369,11 @@ def build_plan(tensors, arch, hp, want, overrides=()):
             if sub not in lmap:
                 raise ConvertError(f"tensor {src_name}: no GGUF name for '{sub}' in arch {arch}")
             gname = f"blk.{bid}.{lmap[sub]}"
+            seen.setdefault(bid, set()).add(sub)
         if gname in items:
             raise ConvertError(f"tensor {src_name}: maps to {gname}, which another tensor already produced")
         shape = list(t.shape)
-        it = Item(gname, t, sub, None)
+        it = Item(gname, t, None)
         if arch == "qwen35" and sub is not None:
             if sub.endswith("norm.weight") and sub != "linear_attn.norm.weight":
                 it.add_one = True  # HF Qwen3.5 RMSNorm multiplies by (1 + w); GGUF stores 1 + w
@@ -354,6 +407,9 @@ def build_plan(tensors, arch, hp, want, overrides=()):
 
     if "token_embd.weight" not in items:
         raise ConvertError("checkpoint has no model.embed_tokens.weight")
+    if "output_norm.weight" not in items:
+        raise ConvertError("checkpoint has no model.norm.weight")
+    check_layers(arch, hp, seen)
     if not tied and "output.weight" not in items:
         raise ConvertError("config says tie_word_embeddings=false but the checkpoint has no lm_head.weight")
 
@@ -528,7 +584,7 @@ def convert(model_dir, out_path, out_type="f16", verbose=True, tensor_types=()):
         raise ConvertError(f"model.embed_tokens.weight has {emb.shape[0]} rows, config vocab_size is {vocab}")
 
     out_path = Path(out_path)
-    tmp = out_path.with_name(out_path.name + ".tmp")
+    tmp = out_path.with_name(f"{out_path.name}.{os.getpid()}.tmp")  # unique: concurrent runs don't collide
     w = gguf.GGUFWriter(str(tmp), arch)
     try:
         write_metadata(w, arch, hp, ftype, model_dir)

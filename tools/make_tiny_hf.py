@@ -17,7 +17,6 @@ and logits are not flat: greedy-argmax comparisons need real margins.
 import argparse
 import json
 import math
-import os
 import shutil
 import sys
 from pathlib import Path

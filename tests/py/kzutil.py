@@ -128,6 +128,22 @@ def _mark(path, stamp):
     Path(str(path) + ".stamp").write_text(stamp)
 
 
+class _Lock:
+    """Exclusive lock on build-test-models/ so concurrent pytest runs don't build the same files."""
+
+    def __enter__(self):
+        import fcntl
+        MODELS.mkdir(parents=True, exist_ok=True)
+        self.f = open(MODELS / ".lock", "w")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # models
 
@@ -139,12 +155,15 @@ def ensure_hf(arch):
     """Build the tiny HF checkpoint (subprocess: keeps torch state of the test process clean)."""
     d = hf_dir(arch)
     stamp = hf_stamp()
-    if not _fresh(d, stamp):
-        d.parent.mkdir(parents=True, exist_ok=True)
-        which = "qwen35,qwen35-vlm" if arch == "qwen35" else arch
-        run([sys.executable, str(TOOLS / "make_tiny_hf.py"), str(d.parent), "--which", which,
-             "--tokenizer", str(TOKENIZER_DIR)])
-        _mark(d, stamp)
+    if _fresh(d, stamp):
+        return d
+    with _Lock():
+        if not _fresh(d, stamp):
+            d.parent.mkdir(parents=True, exist_ok=True)
+            which = "qwen35,qwen35-vlm" if arch == "qwen35" else arch
+            run([sys.executable, str(TOOLS / "make_tiny_hf.py"), str(d.parent), "--which", which,
+                 "--tokenizer", str(TOKENIZER_DIR)])
+            _mark(d, stamp)
     return d
 
 
@@ -162,10 +181,13 @@ def ensure_gguf(arch, typ, src=None, out=None):
     src = src or ensure_hf(arch)
     out = Path(out or gguf_path(arch, typ))
     stamp = gguf_stamp()
-    if not _fresh(out, stamp):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        convert_hf.convert(str(src), str(out), typ, verbose=False)
-        _mark(out, stamp)
+    if _fresh(out, stamp):
+        return out
+    with _Lock():
+        if not _fresh(out, stamp):
+            out.parent.mkdir(parents=True, exist_ok=True)
+            convert_hf.convert(str(src), str(out), typ, verbose=False)
+            _mark(out, stamp)
     return out
 
 
@@ -232,7 +254,11 @@ def hf_logits(arch, tokens, weights="f32"):
     with torch.no_grad():
         lg = m(torch.tensor([tokens], dtype=torch.long)).logits[0].float().numpy()
     cache.parent.mkdir(parents=True, exist_ok=True)
-    np.save(cache, lg)
+    for old in cache.parent.glob(f"{arch}-{weights}-{len(tokens)}-*.npy"):
+        old.unlink()  # references of older model versions (up to 300 MB each)
+    tmp = cache.with_name(f"{cache.stem}.{os.getpid()}.tmp.npy")
+    np.save(tmp, lg)
+    os.replace(tmp, cache)
     return lg
 
 
@@ -280,10 +306,15 @@ def kz_logits(model, tokens, prefill=None, threads=THREADS, kv="f32", n_vocab=N_
 # comparisons and the report
 
 def rel_err(a, b):
-    """Per-position ||a - b|| / ||b|| (rows)."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    return np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+    """Per-position ||a - b|| / ||b|| (rows), in float64, a few rows at a time (500 x 151936)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, f"shapes differ: {a.shape} vs {b.shape}"
+    out = np.empty(a.shape[0])
+    for r in range(0, a.shape[0], 32):
+        x = a[r:r + 32].astype(np.float64)
+        y = b[r:r + 32].astype(np.float64)
+        out[r:r + 32] = np.linalg.norm(x - y, axis=1) / np.linalg.norm(y, axis=1)
+    return out
 
 
 def top1(a, b):
@@ -311,23 +342,13 @@ class Report:
         return "\n".join(lines) + "\n"
 
     def write(self, path):
+        """This run's rows only (a partial run gives a partial table), plus a JSON copy."""
         if not self.rows:
             return
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        old = []
-        jpath = path.with_suffix(".json")
-        if jpath.is_file():  # keep rows of suites not run this time
-            try:
-                old = [r for r in json.loads(jpath.read_text())
-                       if (r["suite"], r["arch"], r["type"], r["what"]) not in
-                       {(x["suite"], x["arch"], x["type"], x["what"]) for x in self.rows}]
-            except (ValueError, KeyError):
-                old = []
-        merged = Report()
-        merged.rows = old + self.rows
-        jpath.write_text(json.dumps(merged.rows, indent=1))
-        path.write_text(merged.table())
+        path.write_text(self.table())
+        path.with_suffix(".json").write_text(json.dumps(self.rows, indent=1))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@
    transforms, V-head reorder, metadata) independently of our engine.
 2. Our engine vs llama.cpp, per type, same tokens and the same prefill/decode schedule, KV cache
    F32 in both.
-3. llama.cpp's tokenizer on our GGUF vs the HF tokenizer.
+3. llama.cpp's tokenizer on our GGUF vs the HF tokenizer and `kazeia tokenize`.
+(The 500-token prefill is checked against transformers in test_vs_transformers.py; llama.cpp
+gave max rel 3.5e-6 / 1.3e-6 there when measured, so it is not repeated here to save time.)
 """
 import numpy as np
 import pytest
@@ -19,18 +21,11 @@ F32_BOUND = 1e-4
 
 def _lc_arch(model_path):
     """general.architecture as llama.cpp reads it (fails if llama.cpp cannot load the file)."""
-    import ctypes
-    params = llama_cpp.llama_model_default_params()
-    params.vocab_only = True
-    m = llama_cpp.llama_model_load_from_file(str(model_path).encode(), params)
-    assert m, f"llama.cpp could not load {model_path}"
+    llm = llama_cpp.Llama(model_path=str(model_path), vocab_only=True, verbose=False)
     try:
-        buf = ctypes.create_string_buffer(64)
-        n = llama_cpp.llama_model_meta_val_str(m, b"general.architecture", buf, len(buf))
-        assert n > 0
-        return buf.value.decode()
+        return llm.metadata.get("general.architecture")
     finally:
-        llama_cpp.llama_model_free(m)
+        llm.close()
 
 
 def test_llamacpp_supports_qwen35():
@@ -65,18 +60,6 @@ def test_llamacpp_vs_transformers(arch, typ, report):
             f"max rel {rel.max():.3e} (<= {mx}), mean {rel.mean():.3e} (<= {mean}), top1 {t1:.3f} (>= {top})"
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_llamacpp_prefill500_vs_transformers(arch, report):
-    toks = kzutil.tokens_long(500)
-    ref = kzutil.hf_logits(arch, toks)
-    lc = kzutil.lc_logits(kzutil.ensure_gguf(arch, "f32"), toks)
-    rel = kzutil.rel_err(lc, ref)
-    report.add("lcpp-vs-hf", arch, "f32", "prefill 500", rel.max(), rel.mean(), kzutil.top1(lc, ref), len(toks),
-               F32_BOUND)
-    assert rel.max() <= F32_BOUND, f"max rel {rel.max():.3e} at {rel.argmax()}"
-    assert np.array_equal(lc.argmax(1), ref.argmax(1))
-
-
 @pytest.mark.parametrize("typ", TYPES)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_ours_vs_llamacpp(arch, typ, report):
@@ -95,32 +78,33 @@ def test_ours_vs_llamacpp(arch, typ, report):
         assert np.array_equal(ours.argmax(1), lc.argmax(1))
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_ours_vs_llamacpp_prefill500(arch, report):
-    toks = kzutil.tokens_long(500)
-    g = kzutil.ensure_gguf(arch, "f32")
-    ours = kzutil.kz_logits(g, toks, prefill=len(toks))
-    lc = kzutil.lc_logits(g, toks)
-    rel = kzutil.rel_err(ours, lc)
-    report.add("ours-vs-lcpp", arch, "f32", "prefill 500", rel.max(), rel.mean(), kzutil.top1(ours, lc), len(toks),
-               F32_BOUND)
-    assert rel.max() <= F32_BOUND, f"max rel {rel.max():.3e} at {rel.argmax()}"
-    assert np.array_equal(ours.argmax(1), lc.argmax(1))
+TOK_TEXTS = (kzutil.TEXT_SHORT, kzutil.TEXT_LONG, "  leading spaces\n\n\ttabs 12345 \u2019quotes\u2019 \U0001f999")
+CHAT = "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _kz_tokenize(model, text, special, tmp_path):
+    f = tmp_path / "text.txt"
+    f.write_bytes(text.encode())
+    cmd = [kzutil.require_kazeia(), "tokenize", "-m", model, "-f", f, "--ids-only"] + (["--special"] if special else [])
+    return [int(x) for x in kzutil.run(cmd).stdout.split()]
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_llamacpp_tokenizer_matches_hf(arch):
+def test_tokenizer_llamacpp_hf_ours(arch, tmp_path):
+    """llama.cpp on our GGUF, the HF tokenizer and `kazeia tokenize` give the same ids."""
     from tokenizers import Tokenizer
     hf = Tokenizer.from_file(str(kzutil.TOKENIZER_DIR / "tokenizer.json"))
-    llm = llama_cpp.Llama(model_path=str(kzutil.ensure_gguf(arch, "q4_0")), vocab_only=True, verbose=False)
+    model = kzutil.ensure_gguf(arch, "q4_0")
+    llm = llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
     try:
-        for text in (kzutil.TEXT_SHORT, kzutil.TEXT_LONG, "  leading spaces\n\n\ttabs 12345 ’quotes’ 🦙"):
-            assert llm.tokenize(text.encode(), add_bos=False, special=False) == \
-                hf.encode(text, add_special_tokens=False).ids
-        chat = "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
-        ids = llm.tokenize(chat.encode(), add_bos=False, special=True)
-        assert ids == hf.encode(chat, add_special_tokens=False).ids
+        for text in TOK_TEXTS:
+            want = hf.encode(text, add_special_tokens=False).ids
+            assert llm.tokenize(text.encode(), add_bos=False, special=False) == want
+            assert _kz_tokenize(model, text, False, tmp_path) == want
+        ids = llm.tokenize(CHAT.encode(), add_bos=False, special=True)
+        assert ids == hf.encode(CHAT, add_special_tokens=False).ids
         assert ids[0] == 151644 and 151645 in ids  # <|im_start|>, <|im_end|>
+        assert _kz_tokenize(model, CHAT, True, tmp_path) == ids
         assert llm.token_eos() == 151645
     finally:
         llm.close()

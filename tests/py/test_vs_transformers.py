@@ -260,6 +260,52 @@ def test_convert_bf16_checkpoint(tmp_path):
         np.testing.assert_array_equal(g[gn], want, err_msg=gn)
 
 
+def test_convert_tensor_type_override(tmp_path):
+    import convert_hf
+    out = convert_hf.convert(str(kzutil.ensure_hf("qwen3")), str(tmp_path / "o.gguf"), "f16", verbose=False,
+                             tensor_types=[r"blk\.0\.attn_q\.=q4_0", "norm=q8_0", "ffn_down=f32"])
+    _, ts = load(out)
+    assert ts["blk.0.attn_q.weight"][0] == QT.Q4_0
+    assert ts["blk.1.attn_q.weight"][0] == QT.F16
+    assert ts["blk.3.ffn_down.weight"][0] == QT.F32
+    assert ts["blk.3.attn_q_norm.weight"][0] == QT.F32  # 1-D always F32
+    with pytest.raises(convert_hf.ConvertError, match="REGEX=TYPE"):
+        convert_hf.convert(str(kzutil.ensure_hf("qwen3")), str(tmp_path / "p.gguf"), "f16", verbose=False,
+                           tensor_types=["ffn_down=q5_k"])
+
+
+def test_convert_untied_head(tmp_path):
+    """tie_word_embeddings false + lm_head.weight -> output.weight (as in Qwen3.5-9B)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    import convert_hf
+    src = kzutil.ensure_hf("qwen3")
+    d = tmp_path / "untied"
+    d.mkdir()
+    sd = load_file(str(src / "model.safetensors"))
+    head = torch.randn(sd["model.embed_tokens.weight"].shape, generator=torch.Generator().manual_seed(1))
+    sd["lm_head.weight"] = head
+    save_file(sd, str(d / "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["tie_word_embeddings"] = False
+    (d / "config.json").write_text(json.dumps(cfg))
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(src / f, d / f)
+    g = f32_tensors(convert_hf.convert(str(d), str(tmp_path / "u.gguf"), "f32", verbose=False))
+    np.testing.assert_array_equal(g["output.weight"], head.numpy())
+    # flag says tied but the stored head differs: keep it rather than silently dropping it
+    cfg["tie_word_embeddings"] = True
+    (d / "config.json").write_text(json.dumps(cfg))
+    g = f32_tensors(convert_hf.convert(str(d), str(tmp_path / "v.gguf"), "f32", verbose=False))
+    assert "output.weight" in g
+    del cfg["tie_word_embeddings"]  # untied by default, and now no head at all -> error
+    (d / "config.json").write_text(json.dumps(cfg))
+    del sd["lm_head.weight"]
+    save_file(sd, str(d / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(convert_hf.ConvertError, match="lm_head"):
+        convert_hf.convert(str(d), str(tmp_path / "w.gguf"), "f32", verbose=False)
+
+
 def test_convert_rejects_bad_input(tmp_path):
     import convert_hf
     src = kzutil.ensure_hf("qwen3")
@@ -277,6 +323,26 @@ def test_convert_rejects_bad_input(tmp_path):
     (d / "model.safetensors").write_bytes(b"\xff" * 16)  # header length far beyond the file
     with pytest.raises(convert_hf.ConvertError, match="header"):
         convert_hf.convert(str(d), str(tmp_path / "x.gguf"), "f32", verbose=False)
+    # a checkpoint missing one tensor is refused with its name
+    from safetensors.torch import load_file, save_file
+    sd = load_file(str(src / "model.safetensors"))
+    del sd["model.layers.5.self_attn.k_norm.weight"]
+    save_file(sd, str(d / "model.safetensors"), metadata={"format": "pt"})
+    shutil.copyfile(src / "tokenizer.json", d / "tokenizer.json")
+    shutil.copyfile(src / "tokenizer_config.json", d / "tokenizer_config.json")
+    with pytest.raises(convert_hf.ConvertError, match=r"model\.layers\.5\.self_attn\.k_norm\.weight"):
+        convert_hf.convert(str(d), str(tmp_path / "x.gguf"), "f32", verbose=False)
+    # layer kinds in the config must match the tensors
+    q35 = kzutil.ensure_hf("qwen35")
+    e = tmp_path / "swapped"
+    e.mkdir()
+    cfg35 = json.loads((q35 / "config.json").read_text())
+    cfg35["layer_types"] = ["full_attention" if (i + 1) % 2 == 0 else "linear_attention" for i in range(8)]
+    (e / "config.json").write_text(json.dumps(cfg35))
+    for f in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (e / f).symlink_to(q35 / f)
+    with pytest.raises(convert_hf.ConvertError, match=r"layer 1 \(attention\): missing model\.layers\.1\.self_attn"):
+        convert_hf.convert(str(e), str(tmp_path / "x.gguf"), "f32", verbose=False)
     with pytest.raises(convert_hf.ConvertError, match="--type"):
         convert_hf.convert(str(src), str(tmp_path / "x.gguf"), "q5_k", verbose=False)
     assert not (tmp_path / "x.gguf").exists()
