@@ -28,6 +28,13 @@ DEPS    := $(OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
 all: $(BUILD)/libkazeia.a $(BUILD)/libkazeia.so $(BUILD)/kazeia $(TOOLS)
 
+# AArch64: the SDOT / SMMLA kernel files need their extensions enabled; run-time dispatch
+# (src/cpu.c) calls them only on CPUs that have them. x86 SIMD uses target attributes instead.
+ifneq ($(findstring aarch64,$(shell $(CC) -dumpmachine)),)
+$(BUILD)/obj/quant_arm_dot.o: CFLAGS += -march=armv8.2-a+dotprod
+$(BUILD)/obj/quant_arm_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
+endif
+
 $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
@@ -72,8 +79,49 @@ demo: all
 	$(BUILD)/kazeia info $(DEMO_MODEL) | head -40
 	$(BUILD)/kazeia run -m $(DEMO_MODEL) -p "Bonjour ! Explique-moi la photosynthèse." -n 32 --no-think --seed 1
 
-clean:
-	rm -rf build build-san
+# Fuzzing (clang + libFuzzer, ASan + UBSan): fuzz/fuzz_<target>.c, seeds in fuzz/corpus/<target>.
+#   make fuzz        -> build-fuzz/fuzz_{gguf,model,tokenizer,chat}
+#   make fuzz-smoke  -> each target FUZZ_SECS seconds from its seeds (CI); new inputs go to
+#                       build-fuzz/work/<target>, crashes to build-fuzz/artifacts/
+#   make fuzz-seeds  -> regenerate the binary seeds (fuzz/corpus/{gguf,model}) with the writers
+FUZZ_CC      ?= clang
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECS    ?= 25
+FUZZ_TARGETS := gguf model tokenizer chat
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -O2 -g -fno-omit-frame-pointer \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz
+FUZZ_OBJ     := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(SRC))
+FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
-.PHONY: all tests-build test test-c test-py demo clean
+$(FUZZ_BUILD)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h fuzz/vocab_small.h $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+
+fuzz: $(FUZZ_BINS)
+.SECONDARY: $(FUZZ_OBJ)
+
+fuzz-smoke: fuzz
+	@mkdir -p $(FUZZ_BUILD)/artifacts
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/work/$$t; \
+	  echo "== fuzz_$$t for $(FUZZ_SECS) s"; \
+	  log=$(FUZZ_BUILD)/work/$$t.log; \
+	  $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECS) -timeout=20 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
+	    $(FUZZ_BUILD)/work/$$t fuzz/corpus/$$t >$$log 2>&1 || \
+	    { tail -60 $$log; echo "fuzz_$$t FAILED (input in $(FUZZ_BUILD)/artifacts)"; exit 1; }; \
+	  grep -E 'stat::number_of_executed_units|stat::peak_rss_mb' $$log; \
+	done
+
+fuzz-seeds: $(BUILD)/libkazeia.a
+	$(CC) $(CFLAGS) -Ifuzz -o $(BUILD)/gen_seeds fuzz/gen_seeds.c $(BUILD)/libkazeia.a $(LDLIBS)
+	$(BUILD)/gen_seeds fuzz/corpus
+
+clean:
+	rm -rf build build-san build-fuzz
+
+.PHONY: all tests-build test test-c test-py demo clean fuzz fuzz-smoke fuzz-seeds
 -include $(DEPS)
+-include $(FUZZ_OBJ:.o=.d)

@@ -13,9 +13,10 @@ static void logits_usage(FILE *f) {
             "usage: kazeia logits -m MODEL.gguf --tokens 1,2,3,... -o OUT.bin [options]\n"
             "  --prefill N     evaluate the first N tokens in one call (default: all), the rest one by one\n"
             "  -t THREADS      worker threads (default: all CPUs)\n"
-            "  --kv f32|f16    KV cache type (default f32)\n"
+            "  --kv f32|f16|q8_0  KV cache type (default f32)\n"
             "  --n-batch B     max tokens per forward chunk (default 512)\n"
             "  --ctx N         context size (default: number of tokens)\n"
+            "  --profile       per-part time breakdown of the prefill on stderr\n"
             "Writes float32 little-endian logits [n_tokens][n_vocab] to OUT.bin.\n");
 }
 
@@ -67,10 +68,11 @@ static int parse_tokens(const char *s, int32_t **out) {
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *toks = NULL, *outp = NULL, *kvs = "f32";
-    int prefill = -1, threads = 0, n_batch = 0, n_ctx = 0;
+    int prefill = -1, threads = 0, n_batch = 0, n_ctx = 0, profile = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { logits_usage(stdout); return 0; }
+        if (!strcmp(a, "--profile")) { profile = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "kazeia logits: option %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
@@ -92,7 +94,7 @@ int cmd_logits(int argc, char **argv) {
     if (!strcmp(kvs, "f32")) kv = KZ_KV_F32;
     else if (!strcmp(kvs, "f16")) kv = KZ_KV_F16;
     else if (!strcmp(kvs, "q8_0")) kv = KZ_KV_Q8_0;
-    else { fprintf(stderr, "kazeia logits: unknown --kv '%s' (use f32 or f16)\n", kvs); return 2; }
+    else { fprintf(stderr, "kazeia logits: unknown --kv '%s' (use f32, f16 or q8_0)\n", kvs); return 2; }
 
     int32_t *tok = NULL;
     int n = parse_tokens(toks, &tok);
@@ -119,8 +121,11 @@ int cmd_logits(int argc, char **argv) {
     }
     int rc = 0;
     double tp = now_ms();
+    kz_seq_profile_enable(s, profile);
     if (prefill > 0 && kz_forward(m, s, tok, prefill, lg, 1, err, sizeof err)) rc = 1;
     tp = now_ms() - tp;
+    if (profile && !rc) kz_profile_print(kz_seq_profile(s), stderr);
+    kz_seq_profile_enable(s, 0);
     double td = now_ms();
     for (int i = prefill; i < n && !rc; i++)
         if (kz_forward(m, s, tok + i, 1, lg + (size_t)i * nv, 0, err, sizeof err)) rc = 1;

@@ -11,6 +11,7 @@ static void usage(FILE *f) {
             "  info      MODEL.gguf                architecture, hparams, tensor table\n"
             "  logits    -m MODEL.gguf --tokens ..  dump logits for a token sequence (testing)\n"
             "  tokenize  -m MODEL.gguf [-f FILE]    token ids of text (testing)\n"
+            "  bench     -m MODEL.gguf [-p N -n N]  prefill/decode speed, memory bandwidth use\n"
             "Run 'kazeia <command> --help' for the options of a command.\n");
 }
 
@@ -21,6 +22,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(c, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
     if (!strcmp(c, "--version")) { printf("kazeia %s\n", KZ_VERSION_STRING); return 0; }
     fprintf(stderr, "kazeia: unknown command '%s'\n", c);

@@ -78,6 +78,20 @@ const char *kz_context_error(const kz_context *c); /* last error message, "" if 
  * (one row per token) : n_vocab floats for the last token. Returns 0 or -1 (see error). */
 int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want_all);
 
+/* ---- prompt state ----
+ * Everything the context has evaluated (token history, KV rows, Gated DeltaNet conv and
+ * recurrent states, position, and the last logits when there are any) as a versioned binary
+ * image. It is tied to the model by a fingerprint (architecture, hyperparameters, tensor
+ * names/shapes/types; not the weights) and needs a context with the same KV type and an n_ctx
+ * that holds it. Loading validates the whole image first: on any error (other model, truncated
+ * or corrupt data, other version) the context is left as it was and -1 is returned with a
+ * message in kz_context_error. */
+size_t kz_state_size(kz_context *c);                            /* bytes kz_state_save writes now */
+size_t kz_state_save(kz_context *c, void *buf, size_t len);     /* bytes written; 0 on error */
+int kz_state_load(kz_context *c, const void *buf, size_t len);  /* 0 or -1 */
+int kz_state_save_file(kz_context *c, const char *path);        /* 0 or -1 */
+int kz_state_load_file(kz_context *c, const char *path);        /* 0 or -1 */
+
 /* ---- high-level generation ---- */
 /* Called with each piece of valid UTF-8 text as it is produced. Return non-zero to stop. */
 typedef int (*kz_piece_cb)(const char *piece, size_t len, void *userdata);
@@ -92,7 +106,8 @@ typedef enum {
 
 typedef struct {
     int n_prompt;        /* prompt tokens evaluated (prefill) */
-    int n_reused;        /* prompt tokens reused from the previous call (prefix cache) */
+    int n_reused;        /* prompt tokens not evaluated again: kept from the previous call, or
+                          * restored from the snapshot kz_generate takes after the system block */
     int n_gen;           /* tokens generated */
     double t_prefill_ms;
     double t_decode_ms;
@@ -100,7 +115,10 @@ typedef struct {
 } kz_stats;
 
 /* Builds the ChatML prompt (system may be NULL or ""), runs prefill, samples up to max_tokens,
- * streams text through cb. Returns 0 on success (any stop reason but ERROR), -1 on error. */
+ * streams text through cb. Returns 0 on success (any stop reason but ERROR), -1 on error.
+ * Prefix reuse: tokens already in the context that start the new prompt are kept; besides,
+ * the state right after the system block is kept in memory, so a later call with the same
+ * system prompt (and any user message) evaluates only the tokens after it. */
 int kz_generate(kz_context *c, const char *system, const char *user, int max_tokens,
                 kz_piece_cb cb, void *userdata, kz_stats *stats);
 /* Thread-safe: asks a running kz_generate on c to stop at the next token. */

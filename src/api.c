@@ -8,11 +8,14 @@
  * (n_hist == kz_seq_n_past). The penalties' window is taken from it, so it includes the prompt
  * (as llama.cpp does when it feeds prompt tokens to its sampler).
  *
- * Prefix reuse: the GDN recurrent state cannot be rewound, so the only reusable state is the
- * whole current sequence: when the tokens already evaluated are an exact prefix of the new
- * prompt, only the rest is evaluated (n_reused reports it). That covers kz_eval-primed prefixes
- * (e.g. a system prompt) and a prompt resubmitted after a cancelled prefill. Anything else resets.
- * A later state-snapshot API in kz_seq can widen this (see usable_prefix).
+ * Prefix reuse: the GDN recurrent state cannot be rewound, so a state is reusable only whole:
+ * (1) the current sequence, when the tokens already evaluated are an exact prefix of the new
+ * prompt (kz_eval-primed prefixes, a prompt resubmitted after a cancelled prefill), and (2) a
+ * snapshot (state.c image, in memory) that kz_generate takes right after the system block, so
+ * the next call with the same system prompt and a new user message restores it and evaluates
+ * only the rest. The longer of the two wins (n_reused reports it); anything else resets.
+ * Prefill always splits at the end of the system block, so a run from the snapshot computes
+ * exactly the same batches, hence bit-identical logits, as a run from scratch.
  *
  * kz_generate: max_tokens <= 0 means no limit (until end of turn or a full context). n_gen
  * counts every sampled token, the final EOG included; the last sampled token is never
@@ -20,6 +23,7 @@
  * sampler is reseeded with params.seed at every call (same prompt + seed -> same text).
  * Cancellation (kz_cancel or a non-zero callback) is checked before every prefill chunk and
  * before every sample/eval; the context stays consistent and reusable. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -32,6 +36,7 @@
 #include "chat.h"
 #include "model.h"
 #include "sample.h"
+#include "state.h"
 #include "tokenizer.h"
 
 struct kz_context {
@@ -47,6 +52,11 @@ struct kz_context {
     char *piece;        /* token bytes scratch */
     size_t piece_cap;
     atomic_int cancel;
+    /* prefix snapshot: state image after snap_tok[0..snap_ntok) (the last system block) */
+    unsigned char *snap;
+    size_t snap_cap, snap_len;
+    int32_t *snap_tok;
+    int snap_ntok;
     char err[512];
 };
 
@@ -155,6 +165,11 @@ kz_context *kz_context_new(kz_model *m, const kz_context_params *pp, char *err, 
     int n_threads = p.n_threads ? p.n_threads : m->n_threads;
     int n_vocab = kz_model_n_vocab(m);
     if (n_vocab < 1) { errw(err, errlen, "model has an empty vocabulary"); return NULL; }
+    /* the token history is n_ctx int32s: on 32-bit systems n_ctx * 4 can wrap size_t */
+    if ((uint64_t)n_ctx * sizeof(int32_t) > SIZE_MAX / 2) {
+        errw(err, errlen, "n_ctx %d is too large for this system's address space", n_ctx);
+        return NULL;
+    }
 
     kz_context *c = calloc(1, sizeof *c);
     if (!c) { errw(err, errlen, "out of memory allocating the context"); return NULL; }
@@ -190,6 +205,8 @@ void kz_context_free(kz_context *c) {
     free(c->hist);
     free(c->logits);
     free(c->piece);
+    free(c->snap);
+    free(c->snap_tok);
     free(c);
 }
 
@@ -201,6 +218,8 @@ void kz_context_reset(kz_context *c) {
 }
 
 int kz_context_n_past(const kz_context *c) { return c ? c->n_hist : 0; }
+
+kz_seq *kz_context_seq(kz_context *c) { return c ? c->seq : NULL; }
 
 const char *kz_context_error(const kz_context *c) { return c ? c->err : "context is NULL"; }
 
@@ -275,6 +294,132 @@ int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want
     return 0;
 }
 
+/* ---- prompt state ---- */
+
+size_t kz_state_size(kz_context *c) {
+    if (!c) return 0;
+    c->err[0] = 0;
+    size_t n = kz_state_image_size(c->m, c->seq, c->logits_valid && c->n_hist > 0);
+    if (!n) set_err(c, "state of %d tokens is too large to save", c->n_hist);
+    return n;
+}
+
+static const float *saved_logits(const kz_context *c) {
+    return c->logits_valid && c->n_hist > 0 ? c->logits : NULL;
+}
+
+size_t kz_state_save(kz_context *c, void *buf, size_t len) {
+    if (!c) return 0;
+    c->err[0] = 0;
+    return kz_state_image_write(c->m, c->seq, c->hist, saved_logits(c), 1, buf, len, NULL, c->err, sizeof c->err);
+}
+
+int kz_state_save_file(kz_context *c, const char *path) {
+    if (!c) return -1;
+    c->err[0] = 0;
+    if (!path) { set_err(c, "kz_state_save_file: no path given"); return -1; }
+    FILE *f = fopen(path, "wb");
+    if (!f) { set_err(c, "%s: cannot create the state file: %s", path, strerror(errno)); return -1; }
+    char e[384];
+    size_t n = kz_state_image_write(c->m, c->seq, c->hist, saved_logits(c), 1, NULL, 0, f, e, sizeof e);
+    int bad = fclose(f) != 0;
+    if (!n || bad) {
+        set_err(c, "%s: %s", path, n ? "cannot write the state file (disk full?)" : e);
+        remove(path);
+        return -1;
+    }
+    return 0;
+}
+
+/* restore an image into the context (sequence, history, logits); on error nothing changes */
+static int state_load(kz_context *c, const void *buf, size_t len, char *e, size_t elen) {
+    kz_state_info info;
+    if (kz_state_image_read(c->m, c->seq, buf, len, c->hist, c->n_ctx, c->logits, &info, e, elen) != 0) return -1;
+    c->n_hist = info.n_past;
+    c->logits_valid = info.has_logits;
+    return 0;
+}
+
+int kz_state_load(kz_context *c, const void *buf, size_t len) {
+    if (!c) return -1;
+    c->err[0] = 0;
+    return state_load(c, buf, len, c->err, sizeof c->err);
+}
+
+int kz_state_load_file(kz_context *c, const char *path) {
+    if (!c) return -1;
+    c->err[0] = 0;
+    if (!path) { set_err(c, "kz_state_load_file: no path given"); return -1; }
+    FILE *f = fopen(path, "rb");
+    if (!f) { set_err(c, "%s: cannot open the state file: %s", path, strerror(errno)); return -1; }
+    long sz = -1;
+    if (fseek(f, 0, SEEK_END) == 0) sz = ftell(f);
+    if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        set_err(c, "%s: cannot read the state file (not a regular file?)", path);
+        fclose(f);
+        return -1;
+    }
+    void *buf = malloc(sz > 0 ? (size_t)sz : 1);
+    if (!buf) { set_err(c, "%s: out of memory reading %ld bytes", path, sz); fclose(f); return -1; }
+    size_t got = fread(buf, 1, (size_t)sz, f);
+    fclose(f);
+    char e[384];
+    int r = got != (size_t)sz ? (snprintf(e, sizeof e, "read error"), -1) : state_load(c, buf, got, e, sizeof e);
+    if (r) set_err(c, "%s: %s", path, e);
+    free(buf);
+    return r;
+}
+
+/* ---- prefix snapshot ---- */
+
+/* Tokens of the system block that starts prompt (0 if there is none): everything before the
+ * user turn's <|im_start|>. A special token ends it, so it tokenises the same alone. */
+static int system_prefix_len(kz_context *c, const char *system, const char *user, const int32_t *prompt,
+                             int n_prompt) {
+    if (!system || !system[0]) return 0;
+    kz_chat_seg segs[KZ_CHAT_MAX_SEGS];
+    kz_chat_arch arch = c->m->hp.arch == KZ_ARCH_QWEN35 ? KZ_CHAT_QWEN35 : KZ_CHAT_QWEN3;
+    int nseg = kz_chat_segments(arch, system, user, c->p.think, segs), k = -1, starts = 0;
+    for (int i = 0; i < nseg && k < 0; i++)
+        if (segs[i].special && segs[i].len == 12 && !memcmp(segs[i].text, "<|im_start|>", 12) && ++starts == 2) k = i;
+    if (k <= 0) return 0;
+    int32_t *t = NULL;
+    char e[256];
+    int n = kz_chat_tokenize(c->m->tok, segs, k, &t, e, sizeof e);
+    int ok = n > 0 && n < n_prompt && !memcmp(t, prompt, (size_t)n * sizeof *t);
+    free(t);
+    return ok ? n : 0;
+}
+
+/* length of the snapshot when it is a proper prefix of prompt (something is left to evaluate:
+ * the snapshot has no logits), else 0 */
+static int snapshot_usable(const kz_context *c, const int32_t *prompt, int n) {
+    if (!c->snap_len || c->snap_ntok <= 0 || c->snap_ntok >= n) return 0;
+    return memcmp(c->snap_tok, prompt, (size_t)c->snap_ntok * sizeof *prompt) ? 0 : c->snap_ntok;
+}
+
+/* snapshot the current sequence (it holds exactly toks[0..n)); best effort: no snapshot on OOM */
+static void snapshot_take(kz_context *c, const int32_t *toks, int n) {
+    c->snap_len = 0;
+    c->snap_ntok = 0;
+    size_t need = kz_state_image_size(c->m, c->seq, 0);
+    if (!need) return;
+    if (need > c->snap_cap) {
+        unsigned char *b = realloc(c->snap, need);
+        if (!b) return;
+        c->snap = b;
+        c->snap_cap = need;
+    }
+    if (!c->snap_tok && !(c->snap_tok = malloc((size_t)c->n_ctx * sizeof *c->snap_tok))) return;
+    char e[256];
+    /* no checksum: the image never leaves the process */
+    size_t w = kz_state_image_write(c->m, c->seq, c->hist, NULL, 0, c->snap, c->snap_cap, NULL, e, sizeof e);
+    if (!w) return;
+    memcpy(c->snap_tok, toks, (size_t)n * sizeof *toks);
+    c->snap_len = w;
+    c->snap_ntok = n;
+}
+
 /* How many leading tokens of prompt[0..n) the current sequence state already holds and can keep.
  * Only the whole current sequence qualifies (recurrent state cannot be rewound), and when it
  * covers the entire prompt we also need the logits after it. */
@@ -327,12 +472,20 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         goto fail;
     }
 
-    /* 2. prefill, reusing the sequence when it is a prefix of this prompt */
+    /* 2. prefill, reusing the sequence or the snapshot when it is a prefix of this prompt */
+    double t0 = now_ms();
+    const int sys_len = system_prefix_len(c, system, user, prompt, n_prompt);
     int reused = usable_prefix(c, prompt, n_prompt);
+    const int snap = snapshot_usable(c, prompt, n_prompt);
+    if (snap > reused) {
+        char e[384];
+        if (state_load(c, c->snap, c->snap_len, e, sizeof e) == 0) reused = snap;
+        else { reused = 0; c->snap_len = 0; } /* cannot happen (same model, own image); recompute */
+    }
     if (reused == 0 && c->n_hist > 0) kz_context_reset(c);
     if (reused == 0 && kz_seq_n_past(c->seq) != 0) kz_context_reset(c);
     st.n_reused = reused;
-    double t0 = now_ms();
+    const int want_snap = sys_len > reused && snapshot_usable(c, prompt, n_prompt) != sys_len;
     for (int i = reused; i < n_prompt;) {
         if (cancelled(c)) {
             st.n_prompt = i - reused;
@@ -341,6 +494,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
             goto done;
         }
         int n = n_prompt - i < c->n_batch ? n_prompt - i : c->n_batch;
+        if (i < sys_len && i + n > sys_len) n = sys_len - i; /* same batches with or without the snapshot */
         int last = i + n == n_prompt;
         c->logits_valid = 0;
         if (eval_chunk(c, prompt + i, n, last ? c->logits : NULL, 0) != 0) {
@@ -349,6 +503,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         }
         if (last) c->logits_valid = 1;
         i += n;
+        if (i == sys_len && want_snap) snapshot_take(c, prompt, sys_len);
     }
     st.n_prompt = n_prompt - reused;
     double t1 = now_ms();

@@ -9,4 +9,6 @@ const int32_t *kz_context_history(const kz_context *c, int *n);
 /* ChatML prompt tokens kz_generate would build for (system, user) with c's think setting.
  * Returns the count and a malloc'd array in *out (caller frees), or -1 (see kz_context_error). */
 int kz_context_prompt_tokens(kz_context *c, const char *system, const char *user, int32_t **out);
+/* The context's sequence (for kz_seq_profile_enable / kz_seq_profile, see model.h). */
+struct kz_seq *kz_context_seq(kz_context *c);
 #endif

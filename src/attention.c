@@ -1,12 +1,32 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include "../include/kazeia.h"
 #include "attention.h"
 #include "fp16.h"
 #include "ops.h"
+#include "quant.h"
+#include "sgemm.h"
+#include "types.h"
 
 static size_t row_off(const kz_kv_layer *kv, int g, int pos) {
     return ((size_t)g * kv->n_ctx + pos) * kv->head_dim;
+}
+
+size_t kz_kv_type_row_bytes(int type, int head_dim) {
+    if (head_dim <= 0) return 0;
+    switch (type) {
+    case KZ_KV_F32: return (size_t)head_dim * 4;
+    case KZ_KV_F16: return (size_t)head_dim * 2;
+    case KZ_KV_Q8_0: return kz_row_bytes(KZ_T_Q8_0, head_dim);
+    }
+    return 0;
+}
+
+size_t kz_kv_row_bytes(const kz_kv_layer *kv) { return kz_kv_type_row_bytes(kv->type, kv->head_dim); }
+
+void *kz_kv_row(const kz_kv_layer *kv, int which, int g, int pos) {
+    return (char *)(which ? kv->v : kv->k) + ((size_t)g * kv->n_ctx + pos) * kz_kv_row_bytes(kv);
 }
 
 void kz_kv_store(kz_kv_layer *kv, int pos, const float *k, const float *v) {
@@ -14,9 +34,13 @@ void kz_kv_store(kz_kv_layer *kv, int pos, const float *k, const float *v) {
     for (int g = 0; g < kv->n_head_kv; g++) {
         const size_t o = row_off(kv, g, pos);
         const float *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
-        if (kv->f16) {
+        if (kv->type == KZ_KV_F16) {
             uint16_t *kd = (uint16_t *)kv->k + o, *vd = (uint16_t *)kv->v + o;
             for (int i = 0; i < hd; i++) { kd[i] = kz_f32_to_fp16(kg[i]); vd[i] = kz_f32_to_fp16(vg[i]); }
+        } else if (kv->type == KZ_KV_Q8_0) {
+            /* the reference quantizer (same bytes as llama.cpp's q8_0 cache rows) */
+            kz_quant_row(KZ_T_Q8_0, kg, kz_kv_row(kv, 0, g, pos), hd);
+            kz_quant_row(KZ_T_Q8_0, vg, kz_kv_row(kv, 1, g, pos), hd);
         } else {
             memcpy((float *)kv->k + o, kg, (size_t)hd * sizeof(float));
             memcpy((float *)kv->v + o, vg, (size_t)hd * sizeof(float));
@@ -48,6 +72,22 @@ void kz_h2f_row(float *restrict dst, const uint16_t *restrict src, int n) {
     for (; i + 8 <= n; i += 8)
         for (int l = 0; l < 8; l++) dst[i + l] = h2f(src[i + l]);
     for (; i < n; i++) dst[i] = h2f(src[i]);
+}
+
+/* float view of cached row (g, pos) of K or V: f32 rows in place, others converted into tmp */
+static inline const float *row_f32(const kz_kv_layer *kv, int which, int g, int pos, float *tmp) {
+    const void *base = which ? kv->v : kv->k;
+    const size_t o = row_off(kv, g, pos);
+    switch (kv->type) {
+    case KZ_KV_F16: kz_h2f_row(tmp, (const uint16_t *)base + o, kv->head_dim); return tmp;
+    case KZ_KV_Q8_0: kz_dequant_row(KZ_T_Q8_0, kz_kv_row(kv, which, g, pos), tmp, kv->head_dim); return tmp;
+    default: return (const float *)base + o;
+    }
+}
+
+void kz_kv_row_get(const kz_kv_layer *kv, int which, int g, int pos, float *dst) {
+    const float *r = row_f32(kv, which, g, pos, dst);
+    if (r != dst) memcpy(dst, r, (size_t)kv->head_dim * sizeof(float));
 }
 
 /* 8 partial sums: vectorises without -ffast-math */
@@ -87,11 +127,8 @@ void kz_attn_partial(const kz_kv_layer *kv, int g, int p0, int p1, const float *
         return;
     }
     float *sc = scratch, *tmp = scratch + (size_t)n_rep * n; /* sc[r*n + t] */
-    const size_t base = row_off(kv, g, p0);
     for (int t = 0; t < n; t++) {
-        const float *kr;
-        if (kv->f16) { kz_h2f_row(tmp, (const uint16_t *)kv->k + base + (size_t)t * hd, hd); kr = tmp; }
-        else kr = (const float *)kv->k + base + (size_t)t * hd;
+        const float *kr = row_f32(kv, 0, g, p0 + t, tmp);
         for (int r = 0; r < n_rep; r++) sc[(size_t)r * n + t] = dot8(q + (size_t)r * ldq, kr, hd) * scale;
     }
     for (int r = 0; r < n_rep; r++) {
@@ -103,9 +140,7 @@ void kz_attn_partial(const kz_kv_layer *kv, int g, int p0, int p1, const float *
         ml[2 * r + 1] = (float)sum;
     }
     for (int t = 0; t < n; t++) {
-        const float *vr;
-        if (kv->f16) { kz_h2f_row(tmp, (const uint16_t *)kv->v + base + (size_t)t * hd, hd); vr = tmp; }
-        else vr = (const float *)kv->v + base + (size_t)t * hd;
+        const float *vr = row_f32(kv, 1, g, p0 + t, tmp);
         for (int r = 0; r < n_rep; r++) axpy(acc + (size_t)r * hd, sc[(size_t)r * n + t], vr, hd);
     }
 }
@@ -131,24 +166,85 @@ void kz_attn_merge(int n_rep, int hd, int n_part, const float *ml, const float *
     }
 }
 
+size_t kz_attn_tile_scratch_floats(const kz_kv_layer *kv, int nt) {
+    const size_t hd = (size_t)kv->head_dim, nq = (size_t)nt * (size_t)(kv->n_head / kv->n_head_kv);
+    /* Q, acc: nq x hd; K^T: hd x BK; V: BK x hd; scores: nq x BK; max, sum, rescale: nq; row tmp */
+    return 2 * nq * hd + 2 * hd * KZ_ATTN_BK + nq * KZ_ATTN_BK + 3 * nq + hd;
+}
+
+void kz_attn_tile(const kz_kv_layer *kv, int g, int pos0, int nt, const float *q, size_t ldq_t, size_t ldq_r,
+                  float scale, float *out, size_t ldo_t, float *scratch) {
+    const int hd = kv->head_dim, n_rep = kv->n_head / kv->n_head_kv, nq = nt * n_rep, BK = KZ_ATTN_BK;
+    float *Q = scratch, *acc = Q + (size_t)nq * hd, *KT = acc + (size_t)nq * hd, *Vb = KT + (size_t)hd * BK;
+    float *S = Vb + (size_t)BK * hd, *mx = S + (size_t)nq * BK, *sum = mx + nq, *rs = sum + nq, *tmp = rs + nq;
+    /* query row i = t * n_rep + r, pre-scaled */
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < n_rep; r++) {
+            const float *src = q + (size_t)t * ldq_t + (size_t)r * ldq_r;
+            float *dst = Q + ((size_t)t * n_rep + r) * hd;
+            for (int i = 0; i < hd; i++) dst[i] = src[i] * scale;
+        }
+    memset(acc, 0, (size_t)nq * hd * sizeof(float));
+    for (int i = 0; i < nq; i++) { mx[i] = -INFINITY; sum[i] = 0.0f; }
+    const int kend = pos0 + nt; /* the last query sees positions < kend */
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        const int nb = kend - k0 < BK ? kend - k0 : BK;
+        for (int j = 0; j < nb; j++) { /* K rows -> K^T block (f32) */
+            const float *kr = row_f32(kv, 0, g, k0 + j, tmp);
+            for (int i = 0; i < hd; i++) KT[(size_t)i * BK + j] = kr[i];
+        }
+        kz_sgemm(nq, nb, hd, Q, (size_t)hd, KT, BK, S, BK, 1.0f, NULL, 0.0f, KZ_TRI_NONE);
+        /* causal mask + online softmax: query token t sees k0 + j <= pos0 + t */
+        for (int i = 0; i < nq; i++) {
+            float *si = S + (size_t)i * BK;
+            int nv = pos0 + i / n_rep - k0 + 1;
+            if (nv > nb) nv = nb;
+            if (nv <= 0) { /* nothing visible in this block (not reached: blocks start at 0) */
+                memset(si, 0, (size_t)nb * sizeof(float));
+                rs[i] = 1.0f;
+                continue;
+            }
+            float m = mx[i];
+            for (int j = 0; j < nv; j++) if (si[j] > m) m = si[j];
+            rs[i] = expf(mx[i] - m); /* exp(-inf) = 0 on the first block */
+            float l = 0.0f;
+            for (int j = 0; j < nv; j++) { si[j] = expf(si[j] - m); l += si[j]; }
+            for (int j = nv; j < nb; j++) si[j] = 0.0f;
+            sum[i] = sum[i] * rs[i] + l;
+            mx[i] = m;
+        }
+        for (int j = 0; j < nb; j++) { /* V rows (f32) */
+            float *vr = Vb + (size_t)j * hd;
+            const float *src = row_f32(kv, 1, g, k0 + j, vr);
+            if (src != vr) memcpy(vr, src, (size_t)hd * sizeof(float));
+        }
+        for (int i = 0; i < nq; i++)
+            if (rs[i] != 1.0f) kz_scale(acc + (size_t)i * hd, hd, rs[i]);
+        kz_sgemm(nq, hd, nb, S, BK, Vb, (size_t)hd, acc, (size_t)hd, 1.0f, NULL, 1.0f, KZ_TRI_NONE);
+    }
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < n_rep; r++) {
+            const int i = t * n_rep + r;
+            const float inv = 1.0f / sum[i];
+            const float *a = acc + (size_t)i * hd;
+            float *o = out + (size_t)t * ldo_t + (size_t)r * hd;
+            for (int c = 0; c < hd; c++) o[c] = a[c] * inv;
+        }
+}
+
 void kz_attn_head(const kz_kv_layer *kv, int h, int pos, const float *q, float scale, float *out,
                   float *scratch) {
     const int hd = kv->head_dim, n = pos + 1;
     const int g = h / (kv->n_head / kv->n_head_kv);
     float *sc = scratch, *tmp = scratch + n;
-    const size_t base = row_off(kv, g, 0);
     for (int t = 0; t < n; t++) {
-        const float *kr;
-        if (kv->f16) { kz_h2f_row(tmp, (const uint16_t *)kv->k + base + (size_t)t * hd, hd); kr = tmp; }
-        else kr = (const float *)kv->k + base + (size_t)t * hd;
+        const float *kr = row_f32(kv, 0, g, t, tmp);
         sc[t] = kz_dot(q, kr, hd) * scale;
     }
     kz_softmax(sc, n);
     memset(out, 0, (size_t)hd * sizeof(float));
     for (int t = 0; t < n; t++) {
-        const float *vr;
-        if (kv->f16) { kz_h2f_row(tmp, (const uint16_t *)kv->v + base + (size_t)t * hd, hd); vr = tmp; }
-        else vr = (const float *)kv->v + base + (size_t)t * hd;
+        const float *vr = row_f32(kv, 1, g, t, tmp);
         axpy(out, sc[t], vr, hd);
     }
 }

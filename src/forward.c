@@ -1,11 +1,13 @@
 /* Per-sequence state (KV cache, GDN conv/recurrent state, scratch, worker pool) and the
  * forward pass. Prefill runs chunks of up to n_batch tokens through each layer together
- * (matmuls over the chunk); the GDN core is token-by-token (exact recurrent form). */
+ * (matmuls over the chunk); the GDN core runs chunkwise (kz_gdn_chunked) for >= 2 tokens and
+ * token-by-token (exact recurrent form) for decode. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "attention.h"
 #include "gdn.h"
@@ -14,6 +16,9 @@
 
 /* attention work items wanted per layer before positions get split (>= typical thread counts) */
 #define KZ_ATTN_MIN_ITEMS 16
+/* batches of at least this many tokens use the tiled attention (kz_attn_tile); the choice
+ * depends on sizes only, so results never depend on the thread count */
+#define KZ_ATTN_TILE_MIN 16
 
 struct kz_seq {
     const kz_model *m;
@@ -36,7 +41,53 @@ struct kz_seq {
     void *mm_work;
     unsigned char *rope_use_pos;
     float *scratch;
+    float *gdn_scr;         /* chunkwise GDN scratch, gdn_scr_per_thread floats per thread */
+    size_t gdn_scr_per_thread;
+    float *tile_scr;        /* tiled attention scratch, tile_scr_per_thread floats per thread */
+    size_t tile_scr_per_thread;
+    int prof_on;
+    double prof_t;          /* clock at the end of the last profiled part */
+    kz_profile prof;
 };
+
+/* ---------------- profiling ---------------- */
+
+static double prof_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+/* the time since the previous mark goes to part */
+static inline void prof(kz_seq *s, int part) {
+    if (!s->prof_on) return;
+    const double t = prof_now();
+    s->prof.ms[part] += t - s->prof_t;
+    s->prof_t = t;
+}
+
+void kz_seq_profile_enable(kz_seq *s, int on) {
+    if (!s) return;
+    s->prof_on = on != 0;
+    memset(&s->prof, 0, sizeof s->prof);
+}
+const kz_profile *kz_seq_profile(const kz_seq *s) { return s ? &s->prof : NULL; }
+
+const char *kz_prof_name(int part) {
+    static const char *names[KZ_PROF_COUNT] = {"embed", "norm+residual", "attn matmuls", "attention",
+                                               "gdn matmuls", "gdn conv", "gdn core", "gdn norm",
+                                               "ffn matmuls", "ffn swiglu", "lm head"};
+    return part >= 0 && part < KZ_PROF_COUNT ? names[part] : "?";
+}
+
+void kz_profile_print(const kz_profile *p, FILE *f) {
+    double tot = 0;
+    for (int i = 0; i < KZ_PROF_COUNT; i++) tot += p->ms[i];
+    fprintf(f, "profile: %ld tokens in %ld forward calls, %.1f ms\n", p->tokens, p->calls, tot);
+    fprintf(f, "  %-14s %10s %7s %10s\n", "part", "ms", "%", "us/token");
+    for (int i = 0; i < KZ_PROF_COUNT; i++)
+        fprintf(f, "  %-14s %10.2f %6.1f%% %10.2f\n", kz_prof_name(i), p->ms[i], tot > 0 ? 100.0 * p->ms[i] / tot : 0.0,
+                p->tokens ? 1e3 * p->ms[i] / (double)p->tokens : 0.0);
+}
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || !errlen) return;
@@ -84,12 +135,13 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
                    char *err, size_t errlen) {
     if (!m) { seterr(err, errlen, "no model"); return NULL; }
     const kz_hparams *hp = &m->hp;
-    if (kv == KZ_KV_Q8_0) {
-        seterr(err, errlen, "KV cache type q8_0 is not supported yet (use f32 or f16)");
+    if (kv != KZ_KV_F32 && kv != KZ_KV_F16 && kv != KZ_KV_Q8_0) {
+        seterr(err, errlen, "unknown KV cache type %d (use f32, f16 or q8_0)", (int)kv);
         return NULL;
     }
-    if (kv != KZ_KV_F32 && kv != KZ_KV_F16) {
-        seterr(err, errlen, "unknown KV cache type %d (use f32 or f16)", (int)kv);
+    if (kv == KZ_KV_Q8_0 && hp->n_attn_layers && hp->head_dim % 32) {
+        seterr(err, errlen, "KV cache type q8_0 needs a head_dim multiple of 32 (this model: %d); use f16",
+               hp->head_dim);
         return NULL;
     }
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
@@ -110,9 +162,9 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     const size_t kvd = (size_t)hp->n_head_kv * hd, ao = (size_t)hp->n_head * hd;
     const size_t C = (size_t)hp->ssm_conv_dim, vd = (size_t)hp->ssm_d_inner, Hv = (size_t)hp->ssm_n_v_heads;
     const size_t F = (size_t)hp->n_ff;
-    const size_t esz = kv == KZ_KV_F16 ? 2 : 4;
+    const size_t row_bytes = kz_kv_type_row_bytes(kv, hp->head_dim);
     size_t kv_layer_bytes = 0, kv_bytes = 0, total = 0;
-    int ok = mul3(&kv_layer_bytes, kvd, (size_t)n_ctx, esz) &&
+    int ok = mul3(&kv_layer_bytes, (size_t)hp->n_head_kv * row_bytes, (size_t)n_ctx, 1) &&
              mul3(&kv_bytes, kv_layer_bytes, 2, (size_t)hp->n_attn_layers);
     s->conv_per_layer = C * (size_t)(hp->ssm_d_conv > 0 ? hp->ssm_d_conv - 1 : 0);
     s->ssm_per_layer = Hv * (size_t)hp->ssm_head_v_dim * (size_t)hp->ssm_d_state;
@@ -125,10 +177,12 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     if (!s->pool) { seterr(err, errlen, "cannot create a pool of %d threads", n_threads); goto fail; }
     s->nth = kz_pool_size(s->pool);
     const size_t n_rep = (size_t)(hp->n_head / hp->n_head_kv);
-    s->attn_scr_per_thread = n_rep * (size_t)n_ctx + hd;
-    /* prefill: one item per (token, kv head); decode: position splits, < 2 x KZ_ATTN_MIN_ITEMS items */
-    s->attn_max_items = maxz(B * (size_t)hp->n_head_kv, 2 * KZ_ATTN_MIN_ITEMS + (size_t)hp->n_head_kv);
-    size_t n_scr = 0, tmp;
+    /* prefill: one item per (token, kv head); decode: position splits, < 2 x KZ_ATTN_MIN_ITEMS items.
+     * A model without attention layers needs none of it (and must not pay n_ctx-sized scratch). */
+    const int has_attn = hp->n_attn_layers > 0;
+    s->attn_scr_per_thread = has_attn ? n_rep * (size_t)n_ctx + hd : 0;
+    s->attn_max_items = has_attn ? maxz(B * (size_t)hp->n_head_kv, 2 * KZ_ATTN_MIN_ITEMS + (size_t)hp->n_head_kv) : 0;
+    size_t n_scr = 0, tmp = 0;
     /* x, hn, out: B*E; t1..t4; t5: B*2*Hv; rope: B*n_rot; attention scratch per thread */
     ok = ok && mul3(&tmp, B, E, 3) && add_to(&n_scr, tmp) && mul3(&tmp, B, s->cap1, 1) && add_to(&n_scr, tmp) &&
          mul3(&tmp, B, s->cap2, 1) && add_to(&n_scr, tmp) && mul3(&tmp, B, s->cap3, 1) && add_to(&n_scr, tmp) &&
@@ -137,9 +191,20 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
          mul3(&tmp, s->attn_scr_per_thread, (size_t)s->nth, 1) && add_to(&n_scr, tmp) &&
          mul3(&tmp, s->attn_max_items, n_rep, hd + 2) && add_to(&n_scr, tmp) &&
          mul3(&tmp, n_scr, sizeof(float), 1);
-    size_t scr_bytes = tmp, mmw = ok ? mm_work_max(m, n_batch) : 0;
+    size_t scr_bytes = tmp, mmw = ok ? mm_work_max(m, n_batch) : 0, gdn_bytes = 0;
+    if (hp->n_gdn_layers) {
+        const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
+        s->gdn_scr_per_thread = kz_gdn_chunk_scratch_floats(&sh);
+        ok = ok && mul3(&gdn_bytes, s->gdn_scr_per_thread, (size_t)s->nth, sizeof(float));
+    }
+    size_t tile_bytes = 0;
+    if (hp->n_attn_layers && n_batch >= KZ_ATTN_TILE_MIN) {
+        const kz_kv_layer probe = {hp->n_head, hp->n_head_kv, hp->head_dim, 1, (int)kv, NULL, NULL};
+        s->tile_scr_per_thread = kz_attn_tile_scratch_floats(&probe, KZ_ATTN_BQ);
+        ok = ok && mul3(&tile_bytes, s->tile_scr_per_thread, (size_t)s->nth, sizeof(float));
+    }
     ok = ok && add_to(&total, kv_bytes) && mul3(&tmp, state_floats, sizeof(float), 1) && add_to(&total, tmp) &&
-         add_to(&total, scr_bytes) && add_to(&total, mmw);
+         add_to(&total, scr_bytes) && add_to(&total, mmw) && add_to(&total, gdn_bytes) && add_to(&total, tile_bytes);
     if (!ok) {
         seterr(err, errlen, "n_ctx %d / n_batch %d too large: state size overflows", n_ctx, n_batch);
         goto fail;
@@ -163,7 +228,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
             l->n_head_kv = hp->n_head_kv;
             l->head_dim = hp->head_dim;
             l->n_ctx = n_ctx;
-            l->f16 = kv == KZ_KV_F16;
+            l->type = (int)kv;
             l->k = (char *)s->kv_mem + (size_t)(2 * i) * kv_layer_bytes;
             l->v = (char *)s->kv_mem + (size_t)(2 * i + 1) * kv_layer_bytes;
         }
@@ -174,6 +239,8 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
         s->ssm_state = s->conv_state + s->conv_per_layer * (size_t)hp->n_gdn_layers;
     }
     s->scratch = malloc(scr_bytes);
+    if (gdn_bytes && !(s->gdn_scr = malloc(gdn_bytes))) goto oom;
+    if (tile_bytes && !(s->tile_scr = malloc(tile_bytes))) goto oom;
     s->mm_work = malloc(mmw ? mmw : 1);
     s->rope_use_pos = malloc((size_t)(hp->n_rot / 2 + 1));
     if (!s->scratch || !s->mm_work || !s->rope_use_pos) goto oom;
@@ -207,6 +274,8 @@ void kz_seq_free(kz_seq *s) {
     free(s->kv_mem);
     free(s->conv_state);
     free(s->scratch);
+    free(s->gdn_scr);
+    free(s->tile_scr);
     free(s->mm_work);
     free(s->rope_use_pos);
     free(s);
@@ -221,6 +290,25 @@ void kz_seq_reset(kz_seq *s) {
 }
 
 int kz_seq_n_past(const kz_seq *s) { return s ? s->n_past : 0; }
+
+void kz_seq_view_get(kz_seq *s, kz_seq_view *v) {
+    const kz_hparams *hp = &s->m->hp;
+    v->n_past = s->n_past;
+    v->n_ctx = s->n_ctx;
+    v->kv_type = s->kv_type;
+    v->n_kv_layers = hp->n_attn_layers;
+    v->kv = s->kv;
+    v->conv = s->conv_state;
+    v->ssm = s->ssm_state;
+    v->n_conv = s->conv_per_layer * (size_t)hp->n_gdn_layers;
+    v->n_ssm = s->ssm_per_layer * (size_t)hp->n_gdn_layers;
+}
+
+int kz_seq_set_n_past(kz_seq *s, int n_past) {
+    if (!s || n_past < 0 || n_past > s->n_ctx) return -1;
+    s->n_past = n_past;
+    return 0;
+}
 int kz_seq_n_ctx(const kz_seq *s) { return s ? s->n_ctx : 0; }
 
 /* ---------------- parallel tasks ---------------- */
@@ -350,6 +438,31 @@ static void attn_merge_fn(void *arg, int ith, int nth) {
     }
 }
 
+/* prefill: item = (query block of KZ_ATTN_BQ tokens, kv head g), tiled attention + output gate;
+ * strided items because later blocks see more positions */
+static void attn_tile_fn(void *arg, int ith, int nth) {
+    const attn_task *a = arg;
+    const kz_hparams *hp = &a->s->m->hp;
+    const int hd = hp->head_dim, Hkv = hp->n_head_kv, n_rep = hp->n_head / Hkv;
+    const int qh = a->gated ? 2 * hd : hd, nblk = (a->n + KZ_ATTN_BQ - 1) / KZ_ATTN_BQ;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *scr = a->s->tile_scr + (size_t)ith * a->s->tile_scr_per_thread;
+    for (long it = ith; it < (long)nblk * Hkv; it += nth) {
+        const int b = (int)(it / Hkv), g = (int)(it % Hkv), t0 = b * KZ_ATTN_BQ;
+        const int nt = a->n - t0 < KZ_ATTN_BQ ? a->n - t0 : KZ_ATTN_BQ;
+        const float *q = a->s->t1 + (size_t)t0 * a->ldq + (size_t)g * n_rep * qh;
+        float *o = a->s->t4 + (size_t)t0 * a->s->ld4 + (size_t)g * n_rep * hd;
+        kz_attn_tile(a->kv, g, a->p0 + t0, nt, q, a->ldq, (size_t)qh, scale, o, a->s->ld4, scr);
+        if (a->gated)
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < n_rep; r++) {
+                    const float *gate = q + (size_t)t * a->ldq + (size_t)r * qh + hd;
+                    float *oh = o + (size_t)t * a->s->ld4 + (size_t)r * hd;
+                    for (int i = 0; i < hd; i++) oh[i] *= kz_sigmoid(gate[i]);
+                }
+    }
+}
+
 /* GDN tasks */
 typedef struct {
     kz_seq *s;
@@ -390,8 +503,12 @@ static void gdn_core_fn(void *arg, int ith, int nth) {
     const float *y = a->s->t3;
     const size_t kd = (size_t)hp->ssm_key_dim, Hv = (size_t)sh.n_v_heads;
     /* t5 holds per token [beta (Hv) | g (Hv)] */
-    kz_gdn_recurrent(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
-                     a->s->t4, a->s->ld4, (int)lo, (int)hi);
+    if (a->n >= 2)
+        kz_gdn_chunked(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
+                       a->s->t4, a->s->ld4, (int)lo, (int)hi, a->s->gdn_scr + (size_t)ith * a->s->gdn_scr_per_thread);
+    else
+        kz_gdn_recurrent(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
+                         a->s->t4, a->s->ld4, (int)lo, (int)hi);
 }
 
 static void gdn_norm_fn(void *arg, int ith, int nth) {
@@ -424,8 +541,17 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
     mm(s, &ly->wq, s->hn, n, s->t1, s->ld1);
     mm(s, &ly->wk, s->hn, n, s->t2, s->ld2);
     mm(s, &ly->wv, s->hn, n, s->t3, s->ld3);
+    prof(s, KZ_PROF_ATTN_PROJ);
     attn_prep_task pt = {s, ly, kv, n, p0, gated, s->ld1};
     kz_pool_run(s->pool, attn_prep_fn, &pt);
+    if (n >= KZ_ATTN_TILE_MIN && s->tile_scr) {
+        attn_task at = {s, kv, n, p0, gated, 1, s->ld1};
+        kz_pool_run(s->pool, attn_tile_fn, &at);
+        prof(s, KZ_PROF_ATTN);
+        mm(s, &ly->wo, s->t4, n, s->out, (size_t)hp->n_embd);
+        prof(s, KZ_PROF_ATTN_PROJ);
+        return;
+    }
     /* decode (few items): split the positions too, so all threads get work. The split depends
      * only on the sizes, not on the thread count, so results are the same for any -t. */
     const long items = (long)n * hp->n_head_kv;
@@ -439,7 +565,9 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
     attn_task at = {s, kv, n, p0, gated, n_split, s->ld1};
     kz_pool_run(s->pool, attn_fn, &at);
     kz_pool_run(s->pool, attn_merge_fn, &at);
+    prof(s, KZ_PROF_ATTN);
     mm(s, &ly->wo, s->t4, n, s->out, (size_t)hp->n_embd);
+    prof(s, KZ_PROF_ATTN_PROJ);
 }
 
 static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
@@ -453,11 +581,16 @@ static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
     mm(s, &ly->wgate, s->hn, n, s->t2, s->ld2);
     mm(s, &ly->wbeta, s->hn, n, s->t5, 2 * Hv);
     mm(s, &ly->walpha, s->hn, n, s->t5 + Hv, 2 * Hv);
+    prof(s, KZ_PROF_GDN_PROJ);
     kz_pool_run(s->pool, gdn_conv_fn, &gt);
+    prof(s, KZ_PROF_GDN_CONV);
     kz_pool_run(s->pool, gdn_prep_fn, &gt);
     kz_pool_run(s->pool, gdn_core_fn, &gt);
+    prof(s, KZ_PROF_GDN_CORE);
     kz_pool_run(s->pool, gdn_norm_fn, &gt);
+    prof(s, KZ_PROF_GDN_NORM);
     mm(s, &ly->wssm_out, s->t4, n, s->out, (size_t)hp->n_embd);
+    prof(s, KZ_PROF_GDN_PROJ);
 }
 
 /* one chunk of n <= n_batch tokens at positions p0..; logits rows [lrow0, n) -> lout */
@@ -472,25 +605,33 @@ static void forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *l
         for (int t = 0; t < n; t++)
             kz_rope_table(s->rope + (size_t)t * hp->n_rot, hp->n_rot, p0 + t, hp->rope_base,
                           hp->arch == KZ_ARCH_QWEN35 ? s->rope_use_pos : NULL);
+    prof(s, KZ_PROF_EMBED);
     for (int il = 0; il < hp->n_layer; il++) {
         const kz_layer *ly = &m->layers[il];
         run_norm(s, s->x, s->hn, ly->attn_norm, E, n);
+        prof(s, KZ_PROF_NORM);
         if (ly->is_gdn) layer_gdn(s, ly, n);
         else layer_attn(s, ly, n, p0);
         for (int t = 0; t < n; t++) kz_add(s->x + (size_t)t * E, s->out + (size_t)t * E, E);
         run_norm(s, s->x, s->hn, ly->post_norm, E, n);
+        prof(s, KZ_PROF_NORM);
         s->ld1 = s->ld2 = (size_t)hp->n_ff;
         mm(s, &ly->ffn_gate, s->hn, n, s->t1, s->ld1);
         mm(s, &ly->ffn_up, s->hn, n, s->t2, s->ld2);
+        prof(s, KZ_PROF_FFN);
         swiglu_task st = {s->t1, s->t2, s->ld1, s->ld2, hp->n_ff, n};
         kz_pool_run(s->pool, swiglu_fn, &st);
+        prof(s, KZ_PROF_FFN_ACT);
         mm(s, &ly->ffn_down, s->t1, n, s->out, (size_t)E);
+        prof(s, KZ_PROF_FFN);
         for (int t = 0; t < n; t++) kz_add(s->x + (size_t)t * E, s->out + (size_t)t * E, E);
+        prof(s, KZ_PROF_NORM);
     }
     if (lout && lrow0 < n) {
         const int nr = n - lrow0;
         run_norm(s, s->x + (size_t)lrow0 * E, s->hn, m->output_norm, E, nr);
         mm(s, &m->output, s->hn, nr, lout, (size_t)hp->n_vocab);
+        prof(s, KZ_PROF_HEAD);
     }
 }
 
@@ -506,6 +647,11 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
     if (n > s->n_ctx - s->n_past) {
         seterr(err, errlen, "context full: %d tokens in the sequence + %d new > n_ctx %d", s->n_past, n, s->n_ctx);
         return -1;
+    }
+    if (s->prof_on) {
+        s->prof_t = prof_now();
+        s->prof.tokens += n;
+        s->prof.calls++;
     }
     for (int i0 = 0; i0 < n; i0 += s->n_batch) {
         const int nb = n - i0 < s->n_batch ? n - i0 : s->n_batch;

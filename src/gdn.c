@@ -6,20 +6,27 @@
 void kz_gdn_conv(int c0, int c1, int T, int K, const float *x, size_t ldx, float *y, size_t ldy,
                  const float *w, float *state) {
     const int ks = K - 1;
-    for (int c = c0; c < c1; c++) {
-        const float *wc = w + (size_t)c * K;
-        float *st = state + (size_t)c * ks;
-        for (int t = 0; t < T; t++) {
+    /* tokens outer, channels inner: rows of x and y are read / written in order (a channel-outer
+     * walk strides by a whole row per token and misses the cache on every access) */
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * ldx;
+        float *yt = y + (size_t)t * ldy;
+        for (int c = c0; c < c1; c++) {
+            const float *wc = w + (size_t)c * K;
+            const float *st = state + (size_t)c * ks;
             /* window: K-1 previous raw inputs (from state, then from x) and the current one */
-            float acc = wc[ks] * x[(size_t)t * ldx + c];
+            float acc = wc[ks] * xt[c];
             for (int i = 0; i < ks; i++) {
                 const int src = t - ks + i; /* token index of tap i; < 0 -> state */
                 const float xv = src < 0 ? st[ks + src] : x[(size_t)src * ldx + c];
                 acc += wc[i] * xv;
             }
-            y[(size_t)t * ldy + c] = kz_silu(acc);
+            yt[c] = kz_silu(acc);
         }
-        /* new state = last K-1 raw inputs of [state, x_0..x_{T-1}] */
+    }
+    /* new state = last K-1 raw inputs of [state, x_0..x_{T-1}] */
+    for (int c = c0; c < c1; c++) {
+        float *st = state + (size_t)c * ks;
         if (T >= ks) {
             for (int i = 0; i < ks; i++) st[i] = x[(size_t)(T - ks + i) * ldx + c];
         } else {

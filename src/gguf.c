@@ -482,7 +482,15 @@ kz_gguf *kz_gguf_open(const char *path, char *err, size_t errlen) {
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int merr = errno;
     close(fd);
-    if (map == MAP_FAILED) { seterr(err, errlen, "%s: mmap failed: %s", path, strerror(merr)); return NULL; }
+    if (map == MAP_FAILED) {
+        if (merr == ENOMEM) /* the whole file is mapped: it must fit in the address space */
+            seterr(err, errlen, "%s: cannot map the %.2f GiB file: not enough address space (mmap: %s); "
+                   "this needs a 64-bit build or a higher address-space limit (ulimit -v)",
+                   path, (double)size / 1073741824.0, strerror(merr));
+        else
+            seterr(err, errlen, "%s: mmap failed: %s", path, strerror(merr));
+        return NULL;
+    }
     kz_gguf *g = open_buf(map, size, 1, e, sizeof e);
     if (!g) seterr(err, errlen, "%s: %s", path, e);
     return g;

@@ -1,9 +1,12 @@
 /* Y = X W^T for a GGUF weight matrix: activations are converted once into the weight's
- * activation type, then the output rows are split over the pool's threads. Each thread
- * loops over its weight rows outer and tokens inner, so every weight row is streamed from
- * memory once per call (decode GEMV; a naive batched GEMM for prefill). Every output element
- * is one kernel call on the same inputs whatever the thread count, so results are
- * bit-identical across thread counts. */
+ * activation type, then the output rows are split over the pool's threads (in multiples of 8
+ * rows, so SIMD tiles stay full). Decode (1 token): each thread runs the type's gemm kernel over
+ * its rows once, streaming every weight byte once. Prefill: blocks of MM_RB rows x MM_TB
+ * tokens, so a row block stays in cache while the token blocks stream by; inside a block the
+ * kernel works in register tiles (e.g. 4 rows x 4 tokens) that decode each weight block once
+ * per tile. Every output element equals the type's vec_dot of the same rows bit for bit
+ * whatever the tiling (see kz_qtraits), so results are identical across thread counts and
+ * batch sizes. */
 #include <math.h>
 #include <stdint.h>
 
@@ -15,6 +18,11 @@
 #define CONV_CHUNK 256
 /* below this many activation elements the caller converts alone (a pool dispatch costs more) */
 #define CONV_PAR_MIN 16384
+/* threads split the rows in units of this many (the widest kernel tile) */
+#define MM_ROW_UNIT 8
+/* prefill blocking: rows x tokens per kernel call */
+#define MM_RB 64
+#define MM_TB 64
 
 size_t kz_matmul_work_bytes(const kz_wmat *w, int n_tok) {
     if (!w || n_tok <= 0 || w->type == KZ_T_F32) return 0; /* F32 uses X directly */
@@ -55,12 +63,22 @@ static void dot_task(void *arg, int ith, int nth) {
     const mm_task *t = arg;
     const kz_wmat *w = t->w;
     long lo, hi;
-    kz_split((long)w->n_out, ith, nth, &lo, &hi);
-    const uint8_t *wrow = (const uint8_t *)w->data + (size_t)lo * w->row_bytes;
-    for (long o = lo; o < hi; o++, wrow += w->row_bytes) {
-        const uint8_t *a = t->act;
-        for (int tok = 0; tok < t->n_tok; tok++, a += t->act_rb)
-            t->y[(int64_t)tok * t->ldy + o] = t->wt->vec_dot(wrow, a, w->n_in);
+    kz_split((long)((w->n_out + MM_ROW_UNIT - 1) / MM_ROW_UNIT), ith, nth, &lo, &hi);
+    const int64_t r_lo = (int64_t)lo * MM_ROW_UNIT, r_hi = (int64_t)hi * MM_ROW_UNIT < w->n_out ? (int64_t)hi * MM_ROW_UNIT : w->n_out;
+    const uint8_t *wd = w->data;
+    if (r_lo >= r_hi) return;
+    if (t->n_tok == 1) {
+        t->wt->gemm(w->n_in, wd + (size_t)r_lo * w->row_bytes, w->row_bytes, r_hi - r_lo, t->act, t->act_rb, 1,
+                    t->y + r_lo, t->ldy);
+        return;
+    }
+    for (int64_t r0 = r_lo; r0 < r_hi; r0 += MM_RB) {
+        const int64_t nr = r_hi - r0 < MM_RB ? r_hi - r0 : MM_RB;
+        for (int t0 = 0; t0 < t->n_tok; t0 += MM_TB) {
+            const int nt = t->n_tok - t0 < MM_TB ? t->n_tok - t0 : MM_TB;
+            t->wt->gemm(w->n_in, wd + (size_t)r0 * w->row_bytes, w->row_bytes, nr, t->act + (size_t)t0 * t->act_rb,
+                        t->act_rb, nt, t->y + (int64_t)t0 * t->ldy + r0, t->ldy);
+        }
     }
 }
 

@@ -400,15 +400,11 @@ static int load_layer(tload *L, const kz_hparams *hp, int il, kz_layer *ly) {
     return 0;
 }
 
-kz_model *kz_model_load(const char *path, const kz_model_params *params, char *err, size_t errlen) {
+/* Validates an opened file and builds the model; takes ownership of g (closed on failure).
+ * path only names the file in error messages. */
+static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *params, char *err,
+                           size_t errlen) {
     char e2[512];
-    if (!path) { seterr(err, errlen, "no model path given"); return NULL; }
-    kz_gguf *g = kz_gguf_open(path, e2, sizeof e2);
-    if (!g) {
-        if (strstr(e2, path)) seterr(err, errlen, "%s", e2); /* reader already names the file */
-        else seterr(err, errlen, "%s: %s", path, e2);
-        return NULL;
-    }
     kz_model *m = calloc(1, sizeof *m);
     if (!m) { kz_gguf_close(g); seterr(err, errlen, "out of memory"); return NULL; }
     m->gguf = g;
@@ -480,6 +476,27 @@ fail:
     free(L.pend);
     kz_model_free(m);
     return NULL;
+}
+
+kz_model *kz_model_load(const char *path, const kz_model_params *params, char *err, size_t errlen) {
+    char e2[512];
+    if (!path) { seterr(err, errlen, "no model path given"); return NULL; }
+    kz_gguf *g = kz_gguf_open(path, e2, sizeof e2);
+    if (!g) {
+        if (strstr(e2, path)) seterr(err, errlen, "%s", e2); /* reader already names the file */
+        else seterr(err, errlen, "%s: %s", path, e2);
+        return NULL;
+    }
+    return load_gguf(g, path, params, err, errlen);
+}
+
+kz_model *kz_model_load_mem(const void *buf, size_t size, const char *name,
+                            const kz_model_params *params, char *err, size_t errlen) {
+    char e2[512];
+    if (!name) name = "<memory>";
+    kz_gguf *g = kz_gguf_open_mem(buf, size, e2, sizeof e2);
+    if (!g) { seterr(err, errlen, "%s: %s", name, e2); return NULL; }
+    return load_gguf(g, name, params, err, errlen);
 }
 
 void kz_model_free(kz_model *m) {

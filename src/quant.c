@@ -3,14 +3,17 @@
  * activation conversion and row dot products.
  *
  * Layout: one scalar reference function per (kernel, type), gathered in a per-type traits
- * table; kz_qtraits_get() is the single dispatch point. SIMD variants will be added as
- * further tables and selected there (compile-time ISA), the scalar ones stay as reference. */
+ * table, and one table per SIMD level (kernels in quant_x86.c / quant_arm*.c, see
+ * quant_isa.h). kz_qtraits_get_isa() is the single dispatch point; kz_qtraits_get() uses the
+ * level chosen once per process by cpu.c. The scalar tables stay as the reference. */
 #include "quant.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "fp16.h"
+#include "quant_isa.h"
 #include "types.h"
 
 /* The Q4_0 reference quantizer's rounding depends on whether x*id + 8.5f is contracted into
@@ -169,26 +172,33 @@ static size_t q_q4_0(const float *src, void *dst, int64_t n) { return kz_quant_q
 
 /* ---------------- row dot products (weight row x converted activation row) ---------------- */
 
+/* Float dots accumulate in double (every f32, f16 and bf16 product is exact in double): the
+ * reference is then the correctly rounded dot up to ~n*2^-53, and SIMD kernels, which must sum
+ * in another order, are compared against it (they sum float chunks into double). */
 static float dot_f32(const void *w, const void *a, int64_t n) {
-    const float *x = w, *y = a;
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
-    return s;
+    const uint8_t *x = w, *y = a; /* byte access: rows need not be 4-byte aligned */
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        float xv, yv;
+        memcpy(&xv, x + 4 * i, 4);
+        memcpy(&yv, y + 4 * i, 4);
+        s += (double)xv * yv;
+    }
+    return (float)s;
 }
 
-/* fp16 x fp16 and bf16 x bf16 products are exact in float; accumulate in float. */
 static float dot_f16(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += kz_fp16_to_f32(rd16(x + 2 * i)) * kz_fp16_to_f32(rd16(y + 2 * i));
-    return s;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)kz_fp16_to_f32(rd16(x + 2 * i)) * kz_fp16_to_f32(rd16(y + 2 * i));
+    return (float)s;
 }
 
 static float dot_bf16(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += kz_bf16_to_f32(rd16(x + 2 * i)) * kz_bf16_to_f32(rd16(y + 2 * i));
-    return s;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)kz_bf16_to_f32(rd16(x + 2 * i)) * kz_bf16_to_f32(rd16(y + 2 * i));
+    return (float)s;
 }
 
 /* Integer dot per block, scaled by d_w * d_a in float, blocks summed in float. */
@@ -220,21 +230,94 @@ static float dot_q4_0_q8_0(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-/* ---------------- traits table and the single dispatch point ---------------- */
+/* scalar GEMM: one reference dot per element (rows outer: each weight row read once) */
+#define SCALAR_GEMM(name, dot)                                                                    \
+    static void name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as,   \
+                     int64_t nt, float *y, int64_t ldy) {                                         \
+        for (int64_t r = 0; r < nr; r++)                                                          \
+            for (int64_t t = 0; t < nt; t++)                                                      \
+                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * ws,                         \
+                                     (const uint8_t *)a + (size_t)t * as, n);                     \
+    }
+SCALAR_GEMM(gemm_f32, dot_f32)
+SCALAR_GEMM(gemm_f16, dot_f16)
+SCALAR_GEMM(gemm_bf16, dot_bf16)
+SCALAR_GEMM(gemm_q8_0, dot_q8_0_q8_0)
+SCALAR_GEMM(gemm_q4_0, dot_q4_0_q8_0)
 
-static const kz_qtraits k_scalar[] = {
-    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,  dot_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  q_f16,  dot_f16 },
-    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, q_bf16, dot_bf16 },
-    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, q_q8_0, dot_q8_0_q8_0 },
-    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0, dot_q4_0_q8_0 },
+/* ---------------- traits tables and the single dispatch point ---------------- */
+
+#define N_TYPES 5
+static const kz_qtraits k_scalar[N_TYPES] = {
+    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,  dot_f32,       gemm_f32 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  q_f16,  dot_f16,       gemm_f16 },
+    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, q_bf16, dot_bf16,      gemm_bf16 },
+    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, q_q8_0, dot_q8_0_q8_0, gemm_q8_0 },
+    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0, dot_q4_0_q8_0, gemm_q4_0 },
 };
 
-const kz_qtraits *kz_qtraits_get(uint32_t type) {
-    for (size_t i = 0; i < sizeof k_scalar / sizeof k_scalar[0]; i++)
-        if (k_scalar[i].type == type) return &k_scalar[i];
+/* SIMD tables: dequantize and the Q4_0 weight quantizer stay scalar (not on a hot path) */
+#if defined(__x86_64__)
+static const kz_qtraits k_avx2[N_TYPES] = {
+    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_avx2_dot_f32,  kz_avx2_gemm_f32 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_avx2_quant_f16,  kz_avx2_dot_f16,  kz_avx2_gemm_f16 },
+    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_avx2_quant_bf16, kz_avx2_dot_bf16, kz_avx2_gemm_bf16 },
+    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_avx2_quant_q8_0, kz_avx2_dot_q8_0, kz_avx2_gemm_q8_0 },
+    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_avx2_dot_q4_0, kz_avx2_gemm_q4_0 },
+};
+static const kz_qtraits k_avx512[N_TYPES] = {
+    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_avx2_dot_f32,    kz_avx2_gemm_f32 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_avx2_quant_f16,  kz_avx2_dot_f16,    kz_avx2_gemm_f16 },
+    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_avx2_quant_bf16, kz_avx2_dot_bf16,   kz_avx2_gemm_bf16 },
+    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_avx2_quant_q8_0, kz_avx512_dot_q8_0, kz_avx512_gemm_q8_0 },
+    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_avx512_dot_q4_0, kz_avx512_gemm_q4_0 },
+};
+#endif
+#if defined(__aarch64__)
+static const kz_qtraits k_neon[N_TYPES] = {
+    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_neon_dot_f32,  kz_neon_gemm_f32 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_neon_quant_f16,  kz_neon_dot_f16,  kz_neon_gemm_f16 },
+    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_neon_quant_bf16, kz_neon_dot_bf16, kz_neon_gemm_bf16 },
+    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_neon_quant_q8_0, kz_neon_dot_q8_0, kz_neon_gemm_q8_0 },
+    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_neon_dot_q4_0, kz_neon_gemm_q4_0 },
+};
+static const kz_qtraits k_dotprod[N_TYPES] = {
+    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_neon_dot_f32,     kz_neon_gemm_f32 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_neon_quant_f16,  kz_neon_dot_f16,     kz_neon_gemm_f16 },
+    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_neon_quant_bf16, kz_neon_dot_bf16,    kz_neon_gemm_bf16 },
+    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_neon_quant_q8_0, kz_dotprod_dot_q8_0, kz_dotprod_gemm_q8_0 },
+    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_dotprod_dot_q4_0, kz_dotprod_gemm_q4_0 },
+};
+static const kz_qtraits k_i8mm[N_TYPES] = {
+    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_neon_dot_f32,     kz_neon_gemm_f32 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_neon_quant_f16,  kz_neon_dot_f16,     kz_neon_gemm_f16 },
+    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_neon_quant_bf16, kz_neon_dot_bf16,    kz_neon_gemm_bf16 },
+    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_neon_quant_q8_0, kz_dotprod_dot_q8_0, kz_i8mm_gemm_q8_0 },
+    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_dotprod_dot_q4_0, kz_i8mm_gemm_q4_0 },
+};
+#endif
+
+const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type) {
+    const kz_qtraits *tab = NULL;
+    if (isa < 0 || isa >= KZ_ISA_COUNT || !kz_isa_available((kz_isa)isa)) return NULL;
+    switch ((kz_isa)isa) {
+#if defined(__x86_64__)
+    case KZ_ISA_AVX2: tab = k_avx2; break;
+    case KZ_ISA_AVX512: tab = k_avx512; break;
+#endif
+#if defined(__aarch64__)
+    case KZ_ISA_NEON: tab = k_neon; break;
+    case KZ_ISA_DOTPROD: tab = k_dotprod; break;
+    case KZ_ISA_I8MM: tab = k_i8mm; break;
+#endif
+    default: tab = k_scalar; break;
+    }
+    for (size_t i = 0; i < N_TYPES; i++)
+        if (tab[i].type == type) return &tab[i];
     return NULL;
 }
+
+const kz_qtraits *kz_qtraits_get(uint32_t type) { return kz_qtraits_get_isa((int)kz_isa_active(), type); }
 
 /* bytes of n elements of a traits' type; 0 if n is not a whole number of blocks */
 static size_t tr_bytes(const kz_qtraits *t, int64_t n) {
@@ -271,8 +354,8 @@ size_t kz_act_row_bytes(uint32_t wtype, int64_t n) {
 void kz_act_convert(uint32_t wtype, const float *x, void *dst, int64_t n) {
     const kz_qtraits *t = kz_qtraits_get(wtype);
     if (!t || n < 0 || n % t->blck) return;
-    /* The activation quantizer is the reference one (llama.cpp's generic CPU path); SIMD
-     * variants may use round-half-even later (same format, rare last-bit differences). */
+    /* The activation quantizer gives the reference bytes (llama.cpp's generic CPU path) at
+     * every ISA level: the SIMD ones reproduce roundf, not round-half-even. */
     kz_qtraits_get(t->act_type)->quant(x, dst, n);
 }
 

@@ -40,16 +40,29 @@ void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float
                void *work);
 
 /* ---- kernel table (internal; the one place where per-ISA variants get selected) ----
- * One entry per compute type: block geometry, dequantize, reference quantize, and the dot
- * of a weight row with an activation row of type act_type. NULL if the type is unsupported. */
+ * One entry per compute type: block geometry, dequantize, quantize (the reference one, or a
+ * SIMD one that gives the same bytes), the dot of a weight row with an activation row of type
+ * act_type, and a tiled GEMM over several weight rows x several activation rows:
+ *     y[t * ldy + r] = vec_dot(w + r * w_stride, act + t * a_stride, n)   r < n_rows, t < n_tok
+ * Every gemm element equals vec_dot of the same ISA bit for bit, whatever the tiling, so
+ * matmul results do not depend on thread count or batch size. Across ISA levels, the integer
+ * types (Q8_0, Q4_0) are bit-identical to the scalar reference; the float types (F32, F16,
+ * BF16) differ by summation order only (double-accumulated chunks, ~1e-7 relative).
+ * kz_qtraits_get() returns the active level's entry (see cpu.h); NULL if unsupported. */
+typedef void (*kz_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows,
+                           const void *act, size_t a_stride, int64_t n_tok, float *y, int64_t ldy);
 typedef struct {
     uint32_t type, act_type;
     uint32_t blck, bytes;   /* elements / bytes per block */
     void (*dequant)(const void *src, float *dst, int64_t n);
     size_t (*quant)(const float *src, void *dst, int64_t n);
     float (*vec_dot)(const void *wrow, const void *act, int64_t n);
+    kz_gemm_fn gemm;
 } kz_qtraits;
 const kz_qtraits *kz_qtraits_get(uint32_t type);
+/* the entry of one ISA level (an int holding a kz_isa); NULL if the type is unsupported or the
+ * level is not available on this CPU/build (tests compare every level with KZ_ISA_SCALAR) */
+const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type);
 
 /* Q4_0 reference quantizer with an explicit rounding mode: fused = 0 computes
  * (float)(x*id) + 8.5f with two roundings (what kz_quant_row uses; bit-identical to gguf-py and

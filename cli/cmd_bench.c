@@ -1,0 +1,483 @@
+/* kazeia bench: prefill / decode throughput (llama-bench style), weight bytes read per decoded
+ * token, and the achieved decode bandwidth as a share of the machine's measured read bandwidth.
+ *
+ * Method. One context with n_ctx = p + n (+ slack); every run starts from a reset sequence.
+ * Prefill: p random token ids in one kz_eval (split into n_batch chunks inside), logits of the
+ * last token only. Decode: n single-token kz_evals right after the prefill (depth p), each
+ * feeding back the argmax of the previous logits (or a random id with --decode random).
+ * Warm-up runs are not counted. tok/s per run; median, min, max and stddev over the runs.
+ *
+ * Weight bytes per decoded token: what one decode step has to stream from memory, taken from
+ * the loaded model (not the file): every main layer's matrices and small f32 vectors (norms,
+ * conv, gates; MTP blocks excluded, decode does not run them), the output norm, the LM head
+ * and one token-embedding row. The KV cache / recurrent state reads are not counted.
+ *
+ * Read bandwidth (--membw): T threads (a pool like the engine's) sum disjoint slices of a buffer
+ * much larger than the LLC with wide integer vector loads; the sum is checked against the
+ * value the fill implies, so the compiler cannot drop a load. Median GB/s of several passes. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include "cli.h"
+#include "api.h"
+#include "model.h"
+#include "threadpool.h"
+
+static void bench_usage(FILE *f) {
+    fprintf(f,
+            "usage: kazeia bench -m MODEL.gguf [options]     prefill/decode speed + bandwidth use\n"
+            "       kazeia bench --membw [-t T] [--json]    only measure memory read bandwidth\n"
+            "  -p N             prefill tokens (default 512; 0 = no prefill test)\n"
+            "  -n N             decode tokens (default 128; 0 = no decode test)\n"
+            "  -t T             threads (default: all CPUs)\n"
+            "  -r R             measured runs (default 5), after --warmup W runs (default 1)\n"
+            "  --kv f16|f32|q8_0  KV cache type (default f16)\n"
+            "  --n-batch B      max tokens per prefill chunk (default 512)\n"
+            "  --decode greedy|random  next decode token: argmax of the logits (default) or random\n"
+            "  --seed S         seed of the random token ids (default 1)\n"
+            "  --membw-gbs X    use X GB/s as the machine's read bandwidth (skips the measurement)\n"
+            "  --no-membw       skip the bandwidth measurement (no %% of bandwidth reported)\n"
+            "  --membw-mib M    bandwidth buffer size in MiB (default 1024)\n"
+            "  --membw-passes K measured passes over the buffer (default 5, after 1 warm-up)\n"
+            "  --json           print one JSON object on stdout instead of the table\n"
+            "  --profile        per-part time breakdown of the measured prefills (table output)\n"
+            "Decode is measured right after the prefill (depth p). Peak RSS is taken before the\n"
+            "bandwidth buffer is allocated.\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int parse_long(const char *s, const char *opt, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "kazeia bench: bad value '%s' for %s (expected an integer in [%ld, %ld])\n", s, opt, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_pos_double(const char *s, const char *opt, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0) || isinf(v)) {
+        fprintf(stderr, "kazeia bench: bad value '%s' for %s (expected a positive number)\n", s, opt);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---------------- statistics ---------------- */
+
+typedef struct { double median, min, max, mean, stddev; } bstats;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static bstats stats_of(const double *v, int n) {
+    bstats s = {0, 0, 0, 0, 0};
+    if (n <= 0) return s;
+    double *t = malloc((size_t)n * sizeof *t);
+    if (!t) return s;
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    s.median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    s.min = t[0];
+    s.max = t[n - 1];
+    double sum = 0, sq = 0;
+    for (int i = 0; i < n; i++) sum += t[i];
+    s.mean = sum / n;
+    for (int i = 0; i < n; i++) sq += (t[i] - s.mean) * (t[i] - s.mean);
+    s.stddev = n > 1 ? sqrt(sq / (n - 1)) : 0.0; /* sample stddev, as llama-bench */
+    free(t);
+    return s;
+}
+
+/* ---------------- memory read bandwidth ---------------- */
+
+/* GNU vector extension: 32-byte lanes compile to the widest loads the target flags allow
+ * (2x SSE2 on baseline x86-64, AVX2 / NEON where enabled) without per-ISA code. */
+typedef uint64_t bw_vec __attribute__((vector_size(32)));
+
+typedef struct {
+    uint64_t *buf;
+    size_t n64;        /* uint64 elements, multiple of 16 * nth */
+    int fill;          /* 1: write the pattern, 0: read + sum */
+    uint64_t sums[512];
+} bw_task;
+
+static void bw_worker(void *arg, int ith, int nth) {
+    bw_task *t = arg;
+    long lo, hi;
+    kz_split((long)(t->n64 / 16), ith, nth, &lo, &hi); /* in units of 16 uint64 = 4 vectors */
+    uint64_t *p = t->buf + (size_t)lo * 16;
+    size_t cnt = (size_t)(hi - lo) * 16;
+    if (t->fill) {
+        size_t base = (size_t)lo * 16;
+        for (size_t i = 0; i < cnt; i++) p[i] = (uint64_t)(base + i) * 0x9E3779B97F4A7C15ull;
+        return;
+    }
+    bw_vec a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0; /* 4 chains: loads stay in flight */
+    const bw_vec *v = (const bw_vec *)(void *)p;
+    for (size_t i = 0; i < cnt / 4; i += 4) {
+        a0 += v[i];
+        a1 += v[i + 1];
+        a2 += v[i + 2];
+        a3 += v[i + 3];
+    }
+    bw_vec a = a0 + a1 + a2 + a3;
+    t->sums[ith] = a[0] + a[1] + a[2] + a[3];
+}
+
+/* Median GB/s (1e9 bytes/s) of `passes` timed passes after one warm-up; -1 on failure. */
+static double measure_membw(int n_threads, size_t mib, int passes, double *best, char *err, size_t errlen) {
+    if (n_threads > 512) n_threads = 512;
+    size_t bytes = mib << 20;
+    size_t unit = (size_t)16 * 8 * (size_t)n_threads;
+    bytes -= bytes % unit;
+    if (bytes == 0) { snprintf(err, errlen, "bandwidth buffer of %zu MiB is too small", mib); return -1; }
+    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        snprintf(err, errlen, "cannot allocate the %zu MiB bandwidth buffer: %s (lower --membw-mib)", mib,
+                 strerror(errno));
+        return -1;
+    }
+    kz_pool *pool = kz_pool_new(n_threads);
+    bw_task *t = calloc(1, sizeof *t);
+    double *gbs = malloc((size_t)passes * sizeof *gbs);
+    double res = -1;
+    if (!pool || !t || !gbs) { snprintf(err, errlen, "out of memory setting up the bandwidth test"); goto out; }
+    t->buf = mem;
+    t->n64 = bytes / 8;
+    t->fill = 1; /* every thread first-touches its own slice, as the reads will */
+    kz_pool_run(pool, bw_worker, t);
+    t->fill = 0;
+    /* sum_i i*K = K * n(n-1)/2 (mod 2^64) */
+    uint64_t n = t->n64, tri = (n % 2 == 0) ? (n / 2) * (n - 1) : n * ((n - 1) / 2);
+    uint64_t expect = tri * 0x9E3779B97F4A7C15ull;
+    for (int pass = -1; pass < passes; pass++) {
+        memset(t->sums, 0, sizeof t->sums);
+        double t0 = now_s();
+        kz_pool_run(pool, bw_worker, t);
+        double dt = now_s() - t0;
+        uint64_t s = 0;
+        for (int i = 0; i < n_threads; i++) s += t->sums[i];
+        if (s != expect) { snprintf(err, errlen, "bandwidth test read back a wrong checksum (memory error?)"); goto out; }
+        if (pass >= 0) gbs[pass] = (double)bytes / (dt > 0 ? dt : 1e-9) / 1e9;
+    }
+    bstats st = stats_of(gbs, passes);
+    res = st.median;
+    if (best) *best = st.max;
+out:
+    free(gbs);
+    free(t);
+    kz_pool_free(pool);
+    munmap(mem, bytes);
+    return res;
+}
+
+/* ---------------- model accounting ---------------- */
+
+typedef struct {
+    uint64_t layers, lm_head, output_norm, embd_row, total;
+    uint64_t model_bytes, n_params; /* all tensors in the file */
+} wbytes_t;
+
+static uint64_t mat_bytes(const kz_wmat *w) { return w->data ? (uint64_t)w->row_bytes * (uint64_t)w->n_out : 0; }
+static uint64_t vec_bytes(const float *p, int64_t n) { return p ? (uint64_t)n * sizeof(float) : 0; }
+
+static wbytes_t weight_bytes(const kz_model *m) {
+    const kz_hparams *hp = &m->hp;
+    wbytes_t b;
+    memset(&b, 0, sizeof b);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const kz_layer *l = &m->layers[il];
+        uint64_t s = vec_bytes(l->attn_norm, hp->n_embd) + vec_bytes(l->post_norm, hp->n_embd);
+        s += mat_bytes(&l->ffn_gate) + mat_bytes(&l->ffn_up) + mat_bytes(&l->ffn_down);
+        if (l->is_gdn) {
+            s += mat_bytes(&l->wqkv) + mat_bytes(&l->wgate) + mat_bytes(&l->wbeta) + mat_bytes(&l->walpha) +
+                 mat_bytes(&l->wssm_out);
+            s += vec_bytes(l->conv1d, (int64_t)hp->ssm_conv_dim * hp->ssm_d_conv);
+            s += vec_bytes(l->dt_bias, hp->ssm_n_v_heads) + vec_bytes(l->ssm_a, hp->ssm_n_v_heads);
+            s += vec_bytes(l->ssm_norm, hp->ssm_head_v_dim);
+        } else {
+            s += mat_bytes(&l->wq) + mat_bytes(&l->wk) + mat_bytes(&l->wv) + mat_bytes(&l->wo);
+            s += vec_bytes(l->q_norm, hp->head_dim) + vec_bytes(l->k_norm, hp->head_dim);
+        }
+        b.layers += s;
+    }
+    b.lm_head = mat_bytes(&m->output);
+    b.output_norm = vec_bytes(m->output_norm, hp->n_embd);
+    b.embd_row = m->tok_embd.row_bytes;
+    b.total = b.layers + b.lm_head + b.output_norm + b.embd_row;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const kz_tensor_info *ti = &m->gguf->tensors[i];
+        uint64_t ne = 1;
+        for (uint32_t d = 0; d < ti->n_dims; d++) ne *= (uint64_t)ti->ne[d];
+        b.n_params += ne;
+        b.model_bytes += ti->nbytes;
+    }
+    return b;
+}
+
+/* ---------------- runs ---------------- */
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int32_t argmax(const float *x, int n) {
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void json_stats(FILE *f, const char *name, const bstats *s, const double *runs, int n) {
+    fprintf(f, "  \"%s\": {\"median\": %.6g, \"min\": %.6g, \"max\": %.6g, \"mean\": %.6g, \"stddev\": %.6g, \"runs\": [",
+            name, s->median, s->min, s->max, s->mean, s->stddev);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%.6g", i ? ", " : "", runs[i]);
+    fprintf(f, "]},\n");
+}
+
+static const char *kv_name(kz_kv_type k) { return k == KZ_KV_F32 ? "f32" : k == KZ_KV_F16 ? "f16" : "q8_0"; }
+
+int cmd_bench(int argc, char **argv) {
+    const char *model = NULL, *kvs = "f16", *decs = "greedy";
+    long p = 512, n = 128, threads = 0, runs = 5, warmup = 1, n_batch = 512, seed = 1;
+    long membw_mib = 1024, membw_passes = 5;
+    double membw_given = 0;
+    int json = 0, membw_only = 0, no_membw = 0, profile = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--profile")) { profile = 1; continue; }
+        if (!strcmp(a, "--membw")) { membw_only = 1; continue; }
+        if (!strcmp(a, "--no-membw")) { no_membw = 1; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "kazeia bench: option %s needs a value\n", a); return 2; }
+        const char *v = argv[++i];
+        int bad = 0;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "-p")) bad = parse_long(v, a, 0, 1 << 24, &p);
+        else if (!strcmp(a, "-n")) bad = parse_long(v, a, 0, 1 << 24, &n);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = parse_long(v, a, 1, 512, &threads);
+        else if (!strcmp(a, "-r") || !strcmp(a, "--runs")) bad = parse_long(v, a, 1, 1000, &runs);
+        else if (!strcmp(a, "--warmup")) bad = parse_long(v, a, 0, 100, &warmup);
+        else if (!strcmp(a, "--n-batch")) bad = parse_long(v, a, 1, 1 << 24, &n_batch);
+        else if (!strcmp(a, "--seed")) bad = parse_long(v, a, 0, 0x7fffffffL, &seed);
+        else if (!strcmp(a, "--kv")) kvs = v;
+        else if (!strcmp(a, "--decode")) decs = v;
+        else if (!strcmp(a, "--membw-gbs")) bad = parse_pos_double(v, a, &membw_given);
+        else if (!strcmp(a, "--membw-mib")) bad = parse_long(v, a, 1, 1L << 20, &membw_mib);
+        else if (!strcmp(a, "--membw-passes")) bad = parse_long(v, a, 1, 1000, &membw_passes);
+        else { fprintf(stderr, "kazeia bench: unknown option '%s'\n", a); bench_usage(stderr); return 2; }
+        if (bad) return 2;
+    }
+    if (threads == 0) threads = kz_num_cpus();
+    if (threads < 1) threads = 1;
+    char err[512];
+    err[0] = 0;
+
+    if (membw_only) {
+        double best = 0;
+        double g = measure_membw((int)threads, (size_t)membw_mib, (int)membw_passes, &best, err, sizeof err);
+        if (g < 0) { fprintf(stderr, "kazeia bench: %s\n", err); return 1; }
+        if (json)
+            printf("{\"membw_gbs\": %.4f, \"membw_best_gbs\": %.4f, \"threads\": %ld, \"buffer_mib\": %ld, \"passes\": %ld}\n",
+                   g, best, threads, membw_mib, membw_passes);
+        else
+            printf("memory read bandwidth: %.2f GB/s median, %.2f GB/s best (%ld threads, %ld MiB buffer, %ld passes)\n",
+                   g, best, threads, membw_mib, membw_passes);
+        return 0;
+    }
+
+    if (!model) { fprintf(stderr, "kazeia bench: -m MODEL.gguf is required (or --membw)\n"); bench_usage(stderr); return 2; }
+    if (p + n < 1) { fprintf(stderr, "kazeia bench: nothing to measure: -p and -n are both 0\n"); return 2; }
+    kz_kv_type kv;
+    if (!strcmp(kvs, "f32")) kv = KZ_KV_F32;
+    else if (!strcmp(kvs, "f16")) kv = KZ_KV_F16;
+    else if (!strcmp(kvs, "q8_0")) kv = KZ_KV_Q8_0;
+    else { fprintf(stderr, "kazeia bench: unknown --kv '%s' (use f16, f32 or q8_0)\n", kvs); return 2; }
+    int greedy;
+    if (!strcmp(decs, "greedy")) greedy = 1;
+    else if (!strcmp(decs, "random")) greedy = 0;
+    else { fprintf(stderr, "kazeia bench: unknown --decode '%s' (use greedy or random)\n", decs); return 2; }
+
+    kz_model_params mp = kz_model_default_params();
+    mp.n_threads = (int)threads;
+    double tl = now_s();
+    kz_model *m = kz_model_load(model, &mp, err, sizeof err);
+    if (!m) { fprintf(stderr, "kazeia bench: %s\n", err); return 1; }
+    tl = now_s() - tl;
+    kz_context_params cp = kz_context_default_params();
+    cp.n_ctx = (int)(p + n + 1);
+    cp.n_batch = (int)n_batch;
+    cp.n_threads = (int)threads;
+    cp.kv_type = kv;
+    kz_context *c = kz_context_new(m, &cp, err, sizeof err);
+    if (!c) { fprintf(stderr, "kazeia bench: %s\n", err); kz_model_free(m); return 1; }
+
+    const int nv = kz_model_n_vocab(m);
+    int32_t *toks = malloc((size_t)(p > 0 ? p : 1) * sizeof *toks);
+    float *logits = malloc((size_t)nv * sizeof *logits);
+    double *pp = calloc((size_t)runs, sizeof *pp), *tg = calloc((size_t)runs, sizeof *tg);
+    int rc = 0;
+    if (!toks || !logits || !pp || !tg) { fprintf(stderr, "kazeia bench: out of memory\n"); rc = 1; goto done; }
+    uint64_t rs = (uint64_t)seed;
+    for (long i = 0; i < p; i++) toks[i] = (int32_t)(rng_next(&rs) % (uint64_t)nv);
+
+    kz_profile prof_sum; /* prefill breakdown summed over the measured runs */
+    memset(&prof_sum, 0, sizeof prof_sum);
+    for (long r = -warmup; r < runs && !rc; r++) {
+        kz_context_reset(c);
+        if (profile) kz_seq_profile_enable(kz_context_seq(c), 1);
+        uint64_t drs = (uint64_t)seed * 7919u + 17u; /* same decode ids every run */
+        int32_t tok = (int32_t)(rng_next(&drs) % (uint64_t)nv);
+        double t0 = now_s();
+        if (p > 0) {
+            if (kz_eval(c, toks, (int)p, logits, 0)) { rc = 1; break; }
+            if (greedy) tok = argmax(logits, nv);
+        }
+        double t1 = now_s();
+        if (profile) {
+            const kz_profile *pr = kz_seq_profile(kz_context_seq(c));
+            for (int i = 0; r >= 0 && i < KZ_PROF_COUNT; i++) prof_sum.ms[i] += pr->ms[i];
+            if (r >= 0) { prof_sum.tokens += pr->tokens; prof_sum.calls += pr->calls; }
+            kz_seq_profile_enable(kz_context_seq(c), 0);
+        }
+        for (long i = 0; i < n; i++) {
+            if (kz_eval(c, &tok, 1, logits, 0)) { rc = 1; break; }
+            tok = greedy ? argmax(logits, nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
+        }
+        double t2 = now_s();
+        if (r >= 0) {
+            pp[r] = p > 0 ? (double)p / (t1 - t0 > 0 ? t1 - t0 : 1e-9) : 0;
+            tg[r] = n > 0 ? (double)n / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0;
+        }
+    }
+    if (rc) { fprintf(stderr, "kazeia bench: %s\n", kz_context_error(c)); goto done; }
+
+    {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        uint64_t rss = (uint64_t)ru.ru_maxrss * 1024u; /* Linux: KiB */
+        wbytes_t wb = weight_bytes(m);
+        char desc[1024];
+        kz_model_describe(m, desc, sizeof desc);
+        char arch[32]; /* copied: the model is freed before printing */
+        snprintf(arch, sizeof arch, "%s", kz_model_arch(m));
+        int n_layer = m->hp.n_layer;
+        bstats sp = stats_of(pp, (int)runs), sg = stats_of(tg, (int)runs);
+        kz_context_free(c);
+        c = NULL;
+        kz_model_free(m); /* its pool must be idle and its pages out of the way of the bw test */
+        m = NULL;
+
+        double bw = membw_given, bw_best = 0;
+        int bw_measured = 0;
+        if (bw <= 0 && !no_membw) {
+            bw = measure_membw((int)threads, (size_t)membw_mib, (int)membw_passes, &bw_best, err, sizeof err);
+            if (bw < 0) { fprintf(stderr, "kazeia bench: %s\n", err); rc = 1; goto done; }
+            bw_measured = 1;
+        }
+        double dec_bw = n > 0 ? (double)wb.total * sg.median / 1e9 : 0; /* GB/s */
+        double pct = (bw > 0 && n > 0) ? 100.0 * dec_bw / bw : -1;
+
+        if (json) {
+            FILE *f = stdout;
+            fprintf(f, "{\n  \"model\": ");
+            json_str(f, model);
+            fprintf(f, ",\n  \"arch\": ");
+            json_str(f, arch);
+            fprintf(f, ",\n  \"n_layer\": %d,\n  \"n_vocab\": %d,\n  \"n_params\": %llu,\n  \"model_bytes\": %llu,\n",
+                    n_layer, nv, (unsigned long long)wb.n_params, (unsigned long long)wb.model_bytes);
+            fprintf(f, "  \"threads\": %ld,\n  \"n_prompt\": %ld,\n  \"n_gen\": %ld,\n  \"runs\": %ld,\n  \"warmup\": %ld,\n",
+                    threads, p, n, runs, warmup);
+            fprintf(f, "  \"n_batch\": %ld,\n  \"kv\": \"%s\",\n  \"decode\": \"%s\",\n  \"load_s\": %.4f,\n",
+                    n_batch, kv_name(kv), greedy ? "greedy" : "random", tl);
+            if (p > 0) json_stats(f, "prefill_tok_s", &sp, pp, (int)runs);
+            if (n > 0) json_stats(f, "decode_tok_s", &sg, tg, (int)runs);
+            fprintf(f, "  \"weight_bytes_per_token\": %llu,\n", (unsigned long long)wb.total);
+            fprintf(f, "  \"weight_bytes\": {\"layers\": %llu, \"lm_head\": %llu, \"output_norm\": %llu, \"token_embd_row\": %llu},\n",
+                    (unsigned long long)wb.layers, (unsigned long long)wb.lm_head,
+                    (unsigned long long)wb.output_norm, (unsigned long long)wb.embd_row);
+            if (n > 0) fprintf(f, "  \"decode_gbs\": %.6g,\n", dec_bw);
+            if (bw > 0) fprintf(f, "  \"membw_gbs\": %.6g,\n  \"membw_measured\": %s,\n", bw, bw_measured ? "true" : "false");
+            if (pct >= 0) fprintf(f, "  \"decode_bw_pct\": %.4g,\n", pct);
+            fprintf(f, "  \"peak_rss_bytes\": %llu\n}\n", (unsigned long long)rss);
+        } else {
+            const char *base = strrchr(model, '/');
+            base = base ? base + 1 : model;
+            printf("%s\n", desc);
+            printf("| %-32s | %9s | %8s | %7s | %4s | %7s | %22s | %17s |\n", "model", "size", "params", "threads",
+                   "kv", "test", "t/s (median +- sd)", "min .. max");
+            printf("| %.32s | %.9s | %.8s | %.7s | %.4s | %.7s | %.22s | %.17s |\n",
+                   "--------------------------------", "---------", "--------", "-------", "----", "-------",
+                   "----------------------", "-----------------");
+            char test[32];
+            if (p > 0) {
+                snprintf(test, sizeof test, "pp%ld", p);
+                printf("| %-32.32s | %5.2f GiB | %6.2f B | %7ld | %4s | %7s | %13.2f +- %5.2f | %7.2f .. %7.2f |\n",
+                       base, wb.model_bytes / 1073741824.0, wb.n_params / 1e9, threads, kv_name(kv), test,
+                       sp.median, sp.stddev, sp.min, sp.max);
+            }
+            if (n > 0) {
+                snprintf(test, sizeof test, "tg%ld", n);
+                printf("| %-32.32s | %5.2f GiB | %6.2f B | %7ld | %4s | %7s | %13.2f +- %5.2f | %7.2f .. %7.2f |\n",
+                       base, wb.model_bytes / 1073741824.0, wb.n_params / 1e9, threads, kv_name(kv), test,
+                       sg.median, sg.stddev, sg.min, sg.max);
+            }
+            printf("runs: %ld (+%ld warm-up); decode at depth %ld, %s next token\n", runs, warmup, p,
+                   greedy ? "greedy" : "random");
+            printf("weights read per decoded token: %.2f MiB (layers %.2f, lm head %.2f)\n", wb.total / 1048576.0,
+                   wb.layers / 1048576.0, wb.lm_head / 1048576.0);
+            if (n > 0) printf("decode bandwidth: %.2f GB/s", dec_bw);
+            if (n > 0 && pct >= 0)
+                printf(" = %.1f%% of %s read bandwidth %.2f GB/s", pct, bw_measured ? "measured" : "given", bw);
+            if (n > 0) printf("\n");
+            printf("peak RSS: %.1f MiB\n", rss / 1048576.0);
+            if (profile && p > 0) {
+                printf("prefill time by part, %ld measured runs:\n", runs);
+                kz_profile_print(&prof_sum, stdout);
+            }
+        }
+    }
+done:
+    free(toks);
+    free(logits);
+    free(pp);
+    free(tg);
+    kz_context_free(c);
+    kz_model_free(m);
+    return rc;
+}

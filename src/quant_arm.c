@@ -1,0 +1,212 @@
+/* AArch64 baseline NEON kernels (Advanced SIMD is mandatory in AArch64, so this file needs no
+ * extra flags): activation quantizers, float dots, and the integer dots without SDOT. The
+ * dotprod and i8mm variants live in quant_arm_dot.c / quant_arm_i8mm.c, which the Makefile
+ * builds with the matching -march; dispatch (quant.c via cpu.c) calls them only where the CPU
+ * has the feature.
+ *
+ * Contracts (quant_isa.h): activation quantizers give the reference bytes; integer dots are
+ * bit-identical to the scalar reference; float dots sum 4-lane float partials over chunks of
+ * 128 elements, flush each chunk into double and round once (gemm == dot bit for bit). */
+#include "quant_isa.h"
+
+#if defined(__aarch64__)
+/* The float part of the integer kernels must round like the reference (product, then add). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define AQ(name) name##_neon
+#define AQ_EXPORT(name) kz_neon_##name
+#define AQ_SDOT 0
+#include "quant_arm_q.h"
+#undef AQ
+#undef AQ_EXPORT
+#undef AQ_SDOT
+
+/* ---------------- activation conversion ---------------- */
+
+/* f32 -> Q8_0 blocks, the reference's arithmetic: amax ignores NaN, d = amax / 127,
+ * id = 1 / d, q = roundf(x * id) (FRINTA: half away from zero) clamped to +-127, NaN -> 0. */
+size_t kz_neon_quant_q8_0(const float *x, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
+    for (int64_t ib = 0; ib < n / 32; ib++, b += 34, x += 32) {
+        float32x4_t v[8];
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int j = 0; j < 8; j++) {
+            v[j] = vld1q_f32(x + 4 * j);
+            /* NaN lanes -> 0 before the max (FMAX would propagate them) */
+            const uint32x4_t ok = vceqq_f32(v[j], v[j]);
+            m = vmaxq_f32(m, vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(vabsq_f32(v[j])), ok)));
+        }
+        const float amax = vmaxvq_f32(m);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t h = kz_f32_to_fp16(d);
+        memcpy(b, &h, 2);
+        int16x8_t q16[4];
+        for (int j = 0; j < 4; j++) {
+            int32x4_t q[2];
+            for (int k = 0; k < 2; k++) {
+                float32x4_t t = vmulq_n_f32(v[2 * j + k], id);
+                t = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(t), vceqq_f32(t, t)));
+                t = vminq_f32(vmaxq_f32(t, lo), hi);
+                q[k] = vcvtq_s32_f32(vrndaq_f32(t));
+            }
+            q16[j] = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]));
+        }
+        vst1q_s8((int8_t *)(b + 2), vcombine_s8(vmovn_s16(q16[0]), vmovn_s16(q16[1])));
+        vst1q_s8((int8_t *)(b + 18), vcombine_s8(vmovn_s16(q16[2]), vmovn_s16(q16[3])));
+    }
+    return (size_t)(n / 32) * 34;
+}
+
+/* f32 -> fp16 with FCVTN (round to nearest even under the default FPCR); NaN lanes go
+ * through the reference (0x7e00 | sign) */
+size_t kz_neon_quant_f16(const float *x, void *dst, int64_t n) {
+    uint8_t *d = dst;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        if (vminvq_u32(vceqq_f32(v, v)) == 0) {
+            for (int j = 0; j < 4; j++) {
+                const uint16_t h = kz_f32_to_fp16(x[i + j]);
+                memcpy(d + 2 * (i + j), &h, 2);
+            }
+            continue;
+        }
+        uint16_t h[4];
+        vst1_u16(h, vreinterpret_u16_f16(vcvt_f16_f32(v)));
+        memcpy(d + 2 * i, h, 8);
+    }
+    for (; i < n; i++) {
+        const uint16_t h = kz_f32_to_fp16(x[i]);
+        memcpy(d + 2 * i, &h, 2);
+    }
+    return (size_t)n * 2;
+}
+
+/* f32 -> bf16: the reference's integer rounding (RNE on the low 16 bits, NaN -> quiet) */
+size_t kz_neon_quant_bf16(const float *x, void *dst, int64_t n) {
+    uint8_t *d = dst;
+    int64_t i = 0;
+    const uint32x4_t c7fff = vdupq_n_u32(0x7fff), c1 = vdupq_n_u32(1), inf = vdupq_n_u32(0x7f800000u);
+    for (; i + 4 <= n; i += 4) {
+        const uint32x4_t u = vreinterpretq_u32_f32(vld1q_f32(x + i));
+        const uint32x4_t r = vaddq_u32(vaddq_u32(u, c7fff), vandq_u32(vshrq_n_u32(u, 16), c1));
+        const uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffffu)), inf);
+        const uint32x4_t v = vbslq_u32(nan, vorrq_u32(u, vdupq_n_u32(64u << 16)), r);
+        uint16_t h[4];
+        vst1_u16(h, vshrn_n_u32(v, 16));
+        memcpy(d + 2 * i, h, 8);
+    }
+    for (; i < n; i++) {
+        const uint16_t h = kz_f32_to_bf16(x[i]);
+        memcpy(d + 2 * i, &h, 2);
+    }
+    return (size_t)n * 2;
+}
+
+/* ---------------- float dots (F32 x F32, F16 x F16, BF16 x BF16) ---------------- */
+
+enum { K_F32 = 0, K_F16 = 1, K_BF16 = 2 };
+#define FCHUNK 32 /* vectors of 4 per float chunk: 128 elements, then flushed into double */
+
+KZ_INL float32x4_t fload4(const int k, const uint8_t *p) {
+    if (k == K_F32) {
+        float f[4];
+        memcpy(f, p, 16);
+        return vld1q_f32(f);
+    }
+    uint16_t h[4];
+    memcpy(h, p, 8);
+    const uint16x4_t v = vld1_u16(h);
+    if (k == K_F16) return vcvt_f32_f16(vreinterpret_f16_u16(v));
+    return vreinterpretq_f32_u32(vshll_n_u16(v, 16));
+}
+
+static inline float fel(const int k, const uint8_t *p, int64_t i) {
+    if (k == K_F32) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    return k == K_F16 ? kz_fp16_to_f32(ld16(p + 2 * i)) : kz_bf16_to_f32(ld16(p + 2 * i));
+}
+
+/* R weight rows x T activation rows (R <= 4, T <= 2); out[t * R + r] */
+KZ_INL void ftile(const int k, const int R, const int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a,
+                  float *out) {
+    const size_t es = k == K_F32 ? 4 : 2;
+    const int64_t nv = n / 4;
+    float64x2_t dacc[8];
+    for (int p = 0; p < R * T; p++) dacc[p] = vdupq_n_f64(0.0);
+    for (int64_t v0 = 0; v0 < nv; v0 += FCHUNK) {
+        const int64_t v1 = nv - v0 < FCHUNK ? nv : v0 + FCHUNK;
+        float32x4_t acc[8];
+        for (int p = 0; p < R * T; p++) acc[p] = vdupq_n_f32(0.0f);
+        for (int64_t v = v0; v < v1; v++) {
+            const size_t o = (size_t)v * 4 * es;
+            float32x4_t xw[4], xa[2];
+            KZ_UNROLL(4)
+            for (int r = 0; r < R; r++) xw[r] = fload4(k, w[r] + o);
+            KZ_UNROLL(2)
+            for (int t = 0; t < T; t++) xa[t] = fload4(k, a[t] + o);
+            KZ_UNROLL(2)
+            for (int t = 0; t < T; t++)
+                KZ_UNROLL(4)
+                for (int r = 0; r < R; r++) acc[t * R + r] = vfmaq_f32(acc[t * R + r], xw[r], xa[t]);
+        }
+        for (int p = 0; p < R * T; p++)
+            dacc[p] = vaddq_f64(dacc[p], vaddq_f64(vcvt_f64_f32(vget_low_f32(acc[p])), vcvt_high_f64_f32(acc[p])));
+    }
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < R; r++) {
+            double s = vgetq_lane_f64(dacc[t * R + r], 0) + vgetq_lane_f64(dacc[t * R + r], 1);
+            for (int64_t i = nv * 4; i < n; i++) s += (double)fel(k, w[r], i) * fel(k, a[t], i);
+            out[t * R + r] = (float)s;
+        }
+}
+
+KZ_INL void fgemm(const int k, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
+                  int64_t nt, float *y, int64_t ldy) {
+    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
+        const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
+        const uint8_t *wp[4];
+        for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        int64_t t0 = 0;
+        float out[8];
+        for (; t0 + 2 <= nt; t0 += 2) {
+            const uint8_t *ap[2] = { a + (size_t)t0 * as, a + (size_t)(t0 + 1) * as };
+            ftile(k, 4, 2, n, wp, ap, out);
+            for (int t = 0; t < 2; t++)
+                for (int r = 0; r < nv; r++) y[(t0 + t) * ldy + r0 + r] = out[t * 4 + r];
+        }
+        if (t0 < nt) {
+            const uint8_t *ap[1] = { a + (size_t)t0 * as };
+            ftile(k, 4, 1, n, wp, ap, out);
+            for (int r = 0; r < nv; r++) y[t0 * ldy + r0 + r] = out[r];
+        }
+    }
+}
+
+#define FKERNELS(name, k)                                                                          \
+    float kz_neon_dot_##name(const void *w, const void *a, int64_t n) {                            \
+        const uint8_t *wp[1] = { w }, *ap[1] = { a };                                              \
+        float out;                                                                                 \
+        ftile(k, 1, 1, n, wp, ap, &out);                                                           \
+        return out;                                                                                \
+    }                                                                                              \
+    void kz_neon_gemm_##name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a,       \
+                             size_t as, int64_t nt, float *y, int64_t ldy) {                       \
+        fgemm(k, n, w, ws, nr, a, as, nt, y, ldy);                                                 \
+    }
+FKERNELS(f32, K_F32)
+FKERNELS(f16, K_F16)
+FKERNELS(bf16, K_BF16)
+
+#else
+typedef int kz_quant_arm_unused; /* not AArch64: nothing to build */
+#endif

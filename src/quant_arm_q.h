@@ -1,0 +1,199 @@
+/* Q8_0 / Q4_0 x Q8_0 integer kernels for AArch64, included by quant_arm.c (baseline NEON) and
+ * quant_arm_dot.c (SDOT) with:
+ *   AQ(name)     suffixes a name with the variant
+ *   AQ_SDOT      1: block dots with vdotq_s32 (FEAT_DotProd); 0: vmull_s8 + pairwise adds
+ *   AQ_EXPORT    prefix of the exported functions (kz_neon_ / kz_dotprod_)
+ * and quant_arm_i8mm.c uses the helpers above the AQ_SDOT part.
+ *
+ * Exactness as on x86 (quant_x86_q.h): integer block dots are exact, the float part is the
+ * scalar reference's, lane by lane (acc = acc + (float)sumi * (d_w * d_a), no FMA; the
+ * including files forbid contraction), one lane per (weight row, token) pair.
+ * Lanes: GEMV tile = 4 rows x 1 token (lane = row); GEMM tile = 4 rows x 4 tokens, one vector
+ * per token (lane = row). */
+#ifndef KZ_QUANT_ARM_Q_HELPERS
+#define KZ_QUANT_ARM_Q_HELPERS
+#include <arm_neon.h>
+#include <string.h>
+
+#include "fp16.h"
+
+#define KZ_INL static inline __attribute__((always_inline))
+#define KZ_PRAGMA(x) _Pragma(#x)
+#define KZ_UNROLL(n) KZ_PRAGMA(GCC unroll n)
+
+static inline uint16_t ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2); /* little-endian, unaligned */
+    return v;
+}
+
+/* 32 signed int8 of one block, elements 0..15 and 16..31 */
+typedef struct {
+    int8x16_t lo, hi;
+} arm_blk;
+
+KZ_INL arm_blk arm_wload(const int q4, const uint8_t *b) {
+    arm_blk r;
+    if (q4) {
+        const uint8x16_t v = vld1q_u8(b + 2);
+        const int8x16_t eight = vdupq_n_s8(8);
+        r.lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(15))), eight);
+        r.hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
+    } else {
+        r.lo = vld1q_s8((const int8_t *)(b + 2));
+        r.hi = vld1q_s8((const int8_t *)(b + 18));
+    }
+    return r;
+}
+
+KZ_INL arm_blk arm_aload(const uint8_t *b) {
+    arm_blk r;
+    r.lo = vld1q_s8((const int8_t *)(b + 2));
+    r.hi = vld1q_s8((const int8_t *)(b + 18));
+    return r;
+}
+
+/* fp16 scales at p0..p3 as 4 floats (exact conversion) */
+KZ_INL float32x4_t arm_d4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3) {
+    uint16_t h[4] = { ld16(p0), ld16(p1), ld16(p2), ld16(p3) };
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
+}
+
+/* lane i = sum of the lanes of s_i */
+KZ_INL int32x4_t arm_hsum4(int32x4_t s0, int32x4_t s1, int32x4_t s2, int32x4_t s3) {
+    return vpaddq_s32(vpaddq_s32(s0, s1), vpaddq_s32(s2, s3));
+}
+#endif /* KZ_QUANT_ARM_Q_HELPERS */
+
+#ifdef AQ
+/* 4 int32 partial sums of the 32-element dot of a weight block with an activation block */
+KZ_INL int32x4_t AQ(pdot)(arm_blk w, arm_blk a) {
+#if AQ_SDOT
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), w.lo, a.lo), w.hi, a.hi);
+#else
+    /* int16 lanes hold 2 products: |w| <= 128, |a| <= 127 -> <= 32512 */
+    int16x8_t p = vmull_s8(vget_low_s8(w.lo), vget_low_s8(a.lo));
+    p = vmlal_high_s8(p, w.lo, a.lo);
+    int16x8_t q = vmull_s8(vget_low_s8(w.hi), vget_low_s8(a.hi));
+    q = vmlal_high_s8(q, w.hi, a.hi);
+    return vpadalq_s16(vpaddlq_s16(p), q);
+#endif
+}
+
+/* GEMV tile: 4 weight rows x 1 activation row; lane r = row r */
+KZ_INL float32x4_t AQ(tile4x1)(const int q4, int64_t nb, const uint8_t *const w[4], const uint8_t *a) {
+    const size_t wbs = q4 ? 18 : 34;
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t o = (size_t)b * wbs;
+        const uint8_t *ab = a + (size_t)b * 34;
+        const arm_blk av = arm_aload(ab);
+        int32x4_t p[4];
+        KZ_UNROLL(4)
+        for (int r = 0; r < 4; r++) p[r] = AQ(pdot)(arm_wload(q4, w[r] + o), av);
+        const int32x4_t si = arm_hsum4(p[0], p[1], p[2], p[3]);
+        const float32x4_t sc = vmulq_n_f32(arm_d4(w[0] + o, w[1] + o, w[2] + o, w[3] + o), kz_fp16_to_f32(ld16(ab)));
+        acc = vaddq_f32(acc, vmulq_f32(vcvtq_f32_s32(si), sc));
+    }
+    return acc;
+}
+
+/* GEMM tile: 4 weight rows x 4 activation rows; acc[t] lane r */
+KZ_INL void AQ(tile4x4)(const int q4, int64_t nb, const uint8_t *const w[4], const uint8_t *const a[4],
+                        float32x4_t acc[4]) {
+    const size_t wbs = q4 ? 18 : 34;
+    float32x4_t c0 = vdupq_n_f32(0.0f), c1 = c0, c2 = c0, c3 = c0;
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t o = (size_t)b * wbs, oa = (size_t)b * 34;
+        arm_blk wv[4];
+        KZ_UNROLL(4)
+        for (int r = 0; r < 4; r++) wv[r] = arm_wload(q4, w[r] + o);
+        const float32x4_t dw = arm_d4(w[0] + o, w[1] + o, w[2] + o, w[3] + o);
+        const float32x4_t da = arm_d4(a[0] + oa, a[1] + oa, a[2] + oa, a[3] + oa);
+        int32x4_t s[4];
+        KZ_UNROLL(4)
+        for (int t = 0; t < 4; t++) {
+            const arm_blk av = arm_aload(a[t] + oa);
+            s[t] = arm_hsum4(AQ(pdot)(wv[0], av), AQ(pdot)(wv[1], av), AQ(pdot)(wv[2], av), AQ(pdot)(wv[3], av));
+        }
+        c0 = vaddq_f32(c0, vmulq_f32(vcvtq_f32_s32(s[0]), vmulq_laneq_f32(dw, da, 0)));
+        c1 = vaddq_f32(c1, vmulq_f32(vcvtq_f32_s32(s[1]), vmulq_laneq_f32(dw, da, 1)));
+        c2 = vaddq_f32(c2, vmulq_f32(vcvtq_f32_s32(s[2]), vmulq_laneq_f32(dw, da, 2)));
+        c3 = vaddq_f32(c3, vmulq_f32(vcvtq_f32_s32(s[3]), vmulq_laneq_f32(dw, da, 3)));
+    }
+    acc[0] = c0;
+    acc[1] = c1;
+    acc[2] = c2;
+    acc[3] = c3;
+}
+
+/* one row x one activation row: the reference's scalar float chain over blocks */
+KZ_INL float AQ(dot1)(const int q4, int64_t nb, const uint8_t *w, const uint8_t *a) {
+    const size_t wbs = q4 ? 18 : 34;
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++, w += wbs, a += 34) {
+        const int32_t sumi = vaddvq_s32(AQ(pdot)(arm_wload(q4, w), arm_aload(a)));
+        s += (float)sumi * (kz_fp16_to_f32(ld16(w)) * kz_fp16_to_f32(ld16(a)));
+    }
+    return s;
+}
+
+/* GEMV over rows [0, nr) for one activation row (rows padded by repeating the last one) */
+KZ_INL void AQ(gemv)(const int q4, int64_t nb, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, float *y) {
+    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
+        const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
+        const uint8_t *wp[4];
+        for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        const float32x4_t acc = AQ(tile4x1)(q4, nb, wp, a);
+        if (nv == 4) {
+            vst1q_f32(y + r0, acc);
+        } else {
+            float out[4];
+            vst1q_f32(out, acc);
+            for (int r = 0; r < nv; r++) y[r0 + r] = out[r];
+        }
+    }
+}
+
+KZ_INL void AQ(gemm)(const int q4, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
+                     int64_t nt, float *y, int64_t ldy) {
+    const int64_t nb = n / 32;
+    int64_t t_done = 0;
+    if (nt >= 4) {
+        for (int64_t r0 = 0; r0 < nr; r0 += 4) {
+            const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
+            const uint8_t *wp[4];
+            for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+            for (int64_t t0 = 0; t0 + 4 <= nt; t0 += 4) {
+                const uint8_t *ap[4];
+                for (int t = 0; t < 4; t++) ap[t] = a + (size_t)(t0 + t) * as;
+                float32x4_t acc[4];
+                AQ(tile4x4)(q4, nb, wp, ap, acc);
+                for (int t = 0; t < 4; t++) {
+                    float *yt = y + (t0 + t) * ldy + r0;
+                    if (nv == 4) {
+                        vst1q_f32(yt, acc[t]);
+                    } else {
+                        float out[4];
+                        vst1q_f32(out, acc[t]);
+                        for (int r = 0; r < nv; r++) yt[r] = out[r];
+                    }
+                }
+            }
+        }
+        t_done = nt - nt % 4;
+    }
+    for (int64_t t = t_done; t < nt; t++) AQ(gemv)(q4, nb, w, ws, nr, a + (size_t)t * as, y + t * ldy);
+}
+
+float AQ_EXPORT(dot_q8_0)(const void *w, const void *a, int64_t n) { return AQ(dot1)(0, n / 32, w, a); }
+float AQ_EXPORT(dot_q4_0)(const void *w, const void *a, int64_t n) { return AQ(dot1)(1, n / 32, w, a); }
+void AQ_EXPORT(gemm_q8_0)(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt,
+                          float *y, int64_t ldy) {
+    AQ(gemm)(0, n, w, ws, nr, a, as, nt, y, ldy);
+}
+void AQ_EXPORT(gemm_q4_0)(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt,
+                          float *y, int64_t ldy) {
+    AQ(gemm)(1, n, w, ws, nr, a, as, nt, y, ldy);
+}
+#endif /* AQ */

@@ -1,0 +1,258 @@
+/* x86-64 SIMD kernels: AVX2+FMA+F16C, and AVX-512 VNNI integer dots. Every function carries a
+ * target attribute, so the file builds in a baseline x86-64 build and the dispatch in quant.c
+ * (through cpu.c) decides at run time whether they may be called.
+ *
+ * Contracts (quant_isa.h): activation quantizers give the reference bytes; integer dots are
+ * bit-identical to the scalar reference; float dots sum 8-lane float partials over chunks of
+ * 128 elements, flush each chunk into double and round once at the end (each pair the same
+ * sequence whatever the tile, so gemm == dot bit for bit). */
+#include "quant_isa.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "fp16.h"
+
+/* The float part of the integer kernels must round like the reference (product, then add):
+ * forbid contraction into FMA whatever the build flags. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define T_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define KZ_INL static inline __attribute__((always_inline))
+
+
+
+/* full unrolling keeps per-row / per-token values in registers instead of stack arrays */
+#define KZ_PRAGMA(x) _Pragma(#x)
+#define KZ_UNROLL(n) KZ_PRAGMA(GCC unroll n)
+
+static inline uint16_t ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2); /* little-endian, unaligned */
+    return v;
+}
+
+/* lane i of the result = sum of the 8 int32 lanes of p[i] */
+T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+    const __m256i h03 = _mm256_hadd_epi32(h01, h23), h47 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h03, h47, 0x20), _mm256_permute2x128_si256(h03, h47, 0x31));
+}
+
+/* ---------------- integer kernels: two variants of one template ---------------- */
+
+#define QX(name) name##_avx2
+#define QX_EXPORT(name) kz_avx2_##name
+#define QX_TGT T_AVX2
+#define QX_VNNI 0
+#include "quant_x86_q.h"
+#undef QX
+#undef QX_EXPORT
+#undef QX_TGT
+#undef QX_VNNI
+
+#define QX(name) name##_avx512
+#define QX_EXPORT(name) kz_avx512_##name
+#define QX_TGT T_AVX512
+#define QX_VNNI 1
+#include "quant_x86_q.h"
+#undef QX
+#undef QX_EXPORT
+#undef QX_TGT
+#undef QX_VNNI
+
+/* ---------------- activation conversion ---------------- */
+
+/* f32 -> Q8_0 blocks, the reference's arithmetic: amax ignores NaN, d = amax / 127,
+ * id = 1 / d, q = roundf(x * id) (half away from zero) clamped to +-127, NaN -> 0. */
+T_AVX2 size_t kz_avx2_quant_q8_0(const float *x, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    const __m256 sgn = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t ib = 0; ib < n / 32; ib++, b += 34, x += 32) {
+        __m256 v[4];
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            /* maxps returns its second operand when either is NaN: NaN elements never win */
+            m = _mm256_max_ps(_mm256_andnot_ps(sgn, v[j]), m);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ps(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t h = kz_f32_to_fp16(d);
+        memcpy(b, &h, 2);
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int j = 0; j < 4; j++) {
+            __m256 t = _mm256_mul_ps(v[j], vid);
+            t = _mm256_and_ps(t, _mm256_cmp_ps(t, t, _CMP_ORD_Q));  /* NaN -> 0 */
+            t = _mm256_min_ps(_mm256_max_ps(t, lo), hi);            /* clamping first is the same */
+            __m256 r = _mm256_round_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 fr = _mm256_sub_ps(t, r);                   /* exact */
+            const __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sgn, fr), half, _CMP_GE_OQ);
+            r = _mm256_add_ps(r, _mm256_and_ps(up, _mm256_or_ps(one, _mm256_and_ps(t, sgn))));
+            q[j] = _mm256_cvttps_epi32(r);
+        }
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *)(b + 2), _mm256_permutevar8x32_epi32(p, perm));
+    }
+    return (size_t)(n / 32) * 34;
+}
+
+/* f32 -> fp16, round to nearest even (F16C); NaN becomes the reference's 0x7e00 | sign */
+T_AVX2 size_t kz_avx2_quant_f16(const float *x, void *dst, int64_t n) {
+    uint8_t *d = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            for (int j = 0; j < 8; j++) {
+                const uint16_t h = kz_f32_to_fp16(x[i + j]);
+                memcpy(d + 2 * (i + j), &h, 2);
+            }
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(d + 2 * i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) {
+        const uint16_t h = kz_f32_to_fp16(x[i]);
+        memcpy(d + 2 * i, &h, 2);
+    }
+    return (size_t)n * 2;
+}
+
+/* f32 -> bf16: the reference's integer rounding (RNE on the low 16 bits, NaN -> quiet) */
+T_AVX2 size_t kz_avx2_quant_bf16(const float *x, void *dst, int64_t n) {
+    uint8_t *d = dst;
+    const __m256i c7fff = _mm256_set1_epi32(0x7fff), c1 = _mm256_set1_epi32(1), c64 = _mm256_set1_epi32(64);
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
+        const __m256i hi16 = _mm256_srli_epi32(u, 16);
+        const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, c7fff), _mm256_and_si256(hi16, c1)), 16);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+        const __m256i v = _mm256_blendv_epi8(r, _mm256_or_si256(hi16, c64), nan);
+        _mm_storeu_si128((__m128i *)(d + 2 * i),
+                         _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+    }
+    for (; i < n; i++) {
+        const uint16_t h = kz_f32_to_bf16(x[i]);
+        memcpy(d + 2 * i, &h, 2);
+    }
+    return (size_t)n * 2;
+}
+
+/* ---------------- float dots (F32 x F32, F16 x F16, BF16 x BF16) ---------------- */
+
+enum { K_F32 = 0, K_F16 = 1, K_BF16 = 2 };
+#define FCHUNK 16 /* vectors of 8 per float chunk: 128 elements, then flushed into double */
+
+T_AVX2 KZ_INL __m256 fload8(const int k, const uint8_t *p) {
+    if (k == K_F32) return _mm256_loadu_ps((const float *)p);
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (k == K_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline float fel(const int k, const uint8_t *p, int64_t i) {
+    if (k == K_F32) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    return k == K_F16 ? kz_fp16_to_f32(ld16(p + 2 * i)) : kz_bf16_to_f32(ld16(p + 2 * i));
+}
+
+T_AVX2 KZ_INL __m256d flush8(__m256d dacc, __m256 acc) {
+    return _mm256_add_pd(dacc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(acc)),
+                                             _mm256_cvtps_pd(_mm256_extractf128_ps(acc, 1))));
+}
+
+/* R weight rows x T activation rows (R <= 4, T <= 2); out[t * R + r] */
+T_AVX2 KZ_INL void ftile(const int k, const int R, const int T, int64_t n, const uint8_t *const *w,
+                         const uint8_t *const *a, float *out) {
+    const size_t es = k == K_F32 ? 4 : 2;
+    const int64_t nv = n / 8;
+    __m256d dacc[8];
+    for (int p = 0; p < R * T; p++) dacc[p] = _mm256_setzero_pd();
+    for (int64_t v0 = 0; v0 < nv; v0 += FCHUNK) {
+        const int64_t v1 = nv - v0 < FCHUNK ? nv : v0 + FCHUNK;
+        __m256 acc[8];
+        for (int p = 0; p < R * T; p++) acc[p] = _mm256_setzero_ps();
+        for (int64_t v = v0; v < v1; v++) {
+            const size_t o = (size_t)v * 8 * es;
+            __m256 xw[4], xa[2];
+            KZ_UNROLL(4)
+            for (int r = 0; r < R; r++) xw[r] = fload8(k, w[r] + o);
+            KZ_UNROLL(2)
+            for (int t = 0; t < T; t++) xa[t] = fload8(k, a[t] + o);
+            KZ_UNROLL(2)
+            for (int t = 0; t < T; t++)
+                KZ_UNROLL(4)
+                for (int r = 0; r < R; r++) acc[t * R + r] = _mm256_fmadd_ps(xw[r], xa[t], acc[t * R + r]);
+        }
+        for (int p = 0; p < R * T; p++) dacc[p] = flush8(dacc[p], acc[p]);
+    }
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < R; r++) {
+            double d4[4];
+            _mm256_storeu_pd(d4, dacc[t * R + r]);
+            double s = (d4[0] + d4[1]) + (d4[2] + d4[3]);
+            for (int64_t i = nv * 8; i < n; i++) s += (double)fel(k, w[r], i) * fel(k, a[t], i);
+            out[t * R + r] = (float)s;
+        }
+}
+
+T_AVX2 KZ_INL void fgemm(const int k, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
+                         size_t as, int64_t nt, float *y, int64_t ldy) {
+    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
+        const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
+        const uint8_t *wp[4];
+        for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        int64_t t0 = 0;
+        float out[8];
+        for (; t0 + 2 <= nt; t0 += 2) {
+            const uint8_t *ap[2] = { a + (size_t)t0 * as, a + (size_t)(t0 + 1) * as };
+            ftile(k, 4, 2, n, wp, ap, out);
+            for (int t = 0; t < 2; t++)
+                for (int r = 0; r < nv; r++) y[(t0 + t) * ldy + r0 + r] = out[t * 4 + r];
+        }
+        if (t0 < nt) {
+            const uint8_t *ap[1] = { a + (size_t)t0 * as };
+            ftile(k, 4, 1, n, wp, ap, out);
+            for (int r = 0; r < nv; r++) y[t0 * ldy + r0 + r] = out[r];
+        }
+    }
+}
+
+#define FKERNELS(name, k)                                                                          \
+    T_AVX2 float kz_avx2_dot_##name(const void *w, const void *a, int64_t n) {                     \
+        const uint8_t *wp[1] = { w }, *ap[1] = { a };                                              \
+        float out;                                                                                 \
+        ftile(k, 1, 1, n, wp, ap, &out);                                                           \
+        return out;                                                                                \
+    }                                                                                              \
+    T_AVX2 void kz_avx2_gemm_##name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, \
+                                    size_t as, int64_t nt, float *y, int64_t ldy) {                \
+        fgemm(k, n, w, ws, nr, a, as, nt, y, ldy);                                                 \
+    }
+FKERNELS(f32, K_F32)
+FKERNELS(f16, K_F16)
+FKERNELS(bf16, K_BF16)
+
+#else
+typedef int kz_quant_x86_unused; /* not x86-64: nothing to build (ISO C wants a declaration) */
+#endif

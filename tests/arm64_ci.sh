@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# ARM64 check on an x86-64 host: cross-builds the tree with aarch64-linux-gnu-gcc into
+# build-arm64/ and runs the kernel tests under qemu-user:
+#   - test_quant once per ISA level (KZ_ISA=scalar, neon, dotprod, i8mm) on `-cpu max`
+#     (matmul through the dispatched kernels of that level);
+#   - test_simd on `-cpu max` (every level vs scalar, greedy tokens across levels) and on
+#     cortex-a76 (dotprod, no i8mm) and cortex-a53 (plain NEON), so feature detection and the
+#     refusal of a level the CPU lacks are exercised too.
+# Installs the Debian cross toolchain and qemu-user when missing. Prints
+# 'arm64: N passed, N failed' and exits non-zero on any failure. About 2-3 minutes.
+#   KZ_ARM64_JOBS=N   make -j (default 2)
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=${KZ_ARM64_BUILD:-build-arm64}
+JOBS=${KZ_ARM64_JOBS:-2}
+SYSROOT=/usr/aarch64-linux-gnu
+
+need=()
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
+command -v qemu-aarch64 >/dev/null 2>&1 || need+=(qemu-user)
+[ -f "$SYSROOT/include/stdio.h" ] || need+=(libc6-dev-arm64-cross)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "arm64_ci: installing ${need[*]}"
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"; } >/tmp/kz-arm64-apt.log 2>&1; then
+    tail -5 /tmp/kz-arm64-apt.log
+    echo "arm64_ci: could not install ${need[*]} (needs root and the Debian archive); see /tmp/kz-arm64-apt.log"
+    echo "arm64: 0 passed, 1 failed"
+    exit 1
+  fi
+fi
+
+echo "arm64_ci: cross-building into $BUILD/"
+if ! make -s CC=aarch64-linux-gnu-gcc BUILD="$BUILD" -j"$JOBS" \
+      "$BUILD/libkazeia.a" "$BUILD/test_quant" "$BUILD/test_simd" >/tmp/kz-arm64-build.log 2>&1; then
+  tail -30 /tmp/kz-arm64-build.log
+  echo "arm64_ci: cross build failed (log: /tmp/kz-arm64-build.log)"
+  echo "arm64: 0 passed, 1 failed"
+  exit 1
+fi
+if grep -q "warning:" /tmp/kz-arm64-build.log; then
+  grep "warning:" /tmp/kz-arm64-build.log
+  echo "arm64_ci: the cross build has warnings (the tree must build warning-free)"
+  echo "arm64: 0 passed, 1 failed"
+  exit 1
+fi
+
+pass=0; fail=0; failed=()
+run() { # run NAME CPU ENV... -- BINARY
+  local name=$1 cpu=$2; shift 2
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local t0=$SECONDS log="/tmp/kz-arm64-$name.log"
+  if env "${envs[@]}" qemu-aarch64 -cpu "$cpu" -L "$SYSROOT" "$@" >"$log" 2>&1; then
+    pass=$((pass + 1)); echo "  ok   $name ($((SECONDS - t0)) s)"
+  else
+    fail=$((fail + 1)); failed+=("$name"); echo "  FAIL $name ($((SECONDS - t0)) s), log: $log"; tail -20 "$log"
+  fi
+}
+
+for isa in scalar neon dotprod i8mm; do
+  run "test_quant-$isa" max KZ_ISA=$isa -- "$BUILD/test_quant"
+done
+run test_simd-max max KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
+run test_simd-cortex-a76 cortex-a76 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
+run test_simd-cortex-a53 cortex-a53 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
+# the levels each emulated CPU must have reported (detection must not over- or under-claim)
+for cpu_want in "max:neon dotprod i8mm" "cortex-a76:neon dotprod" "cortex-a53:neon"; do
+  cpu=${cpu_want%%:*}; want=${cpu_want#*:}
+  got=$(grep -m1 "levels to test against scalar:" "/tmp/kz-arm64-test_simd-$cpu.log" 2>/dev/null | sed 's/.*scalar: *//')
+  if [ "$got" = "$want" ]; then
+    pass=$((pass + 1)); echo "  ok   detect-$cpu ($got)"
+  else
+    fail=$((fail + 1)); failed+=("detect-$cpu"); echo "  FAIL detect-$cpu: levels '$got', want '$want'"
+  fi
+done
+
+for f in "${failed[@]:-}"; do [ -n "$f" ] && echo "FAILED: $f"; done
+echo "arm64: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

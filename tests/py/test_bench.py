@@ -1,0 +1,129 @@
+"""`kazeia bench` works and reports consistent numbers (not a timing test: speeds only have to be
+positive and self-consistent). The weight bytes it reports per decoded token are recomputed here
+from the GGUF tensor table with gguf.GGUFReader."""
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from gguf import GGUFReader  # a missing package must fail the suite, not skip it
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / os.environ.get("KZ_BUILD", "build")
+KAZEIA = BUILD / "kazeia"
+MKMODEL = BUILD / "kz-mkmodel"
+
+# 1-D tensors and the conv kernel: the engine keeps them as f32 whatever the file type
+VEC_SUFFIXES = ("_norm.weight", "attn_norm.weight", "ssm_a", "ssm_dt.bias", "ssm_conv1d.weight")
+
+
+def run(*args, check=True):
+    r = subprocess.run([str(KAZEIA), *map(str, args)], capture_output=True, text=True, timeout=300)
+    if check:
+        assert r.returncode == 0, f"kazeia {' '.join(map(str, args))} -> {r.returncode}\n{r.stderr}"
+    return r
+
+
+def kv_int(reader, key):
+    f = reader.fields.get(key)
+    return None if f is None else int(f.parts[f.data[0]][0])
+
+
+def expected_weight_bytes(path):
+    """Bytes one decode step reads: main layers (MTP blocks excluded), output norm, LM head
+    (output.weight, or token_embd when tied) and one token-embedding row."""
+    rd = GGUFReader(str(path))
+    arch = bytes(rd.fields["general.architecture"].parts[-1]).decode()
+    n_layer = kv_int(rd, f"{arch}.block_count") - (kv_int(rd, f"{arch}.nextn_predict_layers") or 0)
+    t = {x.name: x for x in rd.tensors}
+
+    def size(x):
+        return int(x.n_elements) * 4 if x.name.endswith(VEC_SUFFIXES) else int(x.n_bytes)
+
+    layers = 0
+    for name, x in t.items():
+        m = re.match(r"blk\.(\d+)\.", name)
+        if m and int(m.group(1)) < n_layer:
+            layers += size(x)
+    emb = t["token_embd.weight"]
+    head = t.get("output.weight", emb)
+    n_vocab = int(emb.shape[1])
+    parts = {"layers": layers, "lm_head": int(head.n_bytes), "output_norm": size(t["output_norm.weight"]),
+             "token_embd_row": int(emb.n_bytes) // n_vocab}
+    info = {"n_layer": n_layer, "n_vocab": n_vocab, "arch": arch,
+            "n_params": sum(int(x.n_elements) for x in rd.tensors),
+            "model_bytes": sum(int(x.n_bytes) for x in rd.tensors)}
+    return parts, info
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bench")
+    out = {}
+    # qwen35 with a separate LM head and one MTP block (must not be counted); qwen3 tied
+    for name, args in {"qwen35": ["--arch", "qwen35", "--type", "q4_0", "--untied", "--nextn", "1"],
+                       "qwen3": ["--arch", "qwen3", "--type", "q8_0", "--tied"]}.items():
+        p = d / f"{name}.gguf"
+        r = subprocess.run([str(MKMODEL), *args, "--seed", "7", "-q", "-o", str(p)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        out[name] = p
+    return out
+
+
+@pytest.mark.parametrize("arch", ["qwen35", "qwen3"])
+def test_bench_json(models, arch):
+    path = models[arch]
+    r = run("bench", "-m", path, "-p", 16, "-n", 4, "-r", 2, "-t", 2, "--json", "--membw-gbs", 12.5)
+    j = json.loads(r.stdout)
+    parts, info = expected_weight_bytes(path)
+
+    for k in ("prefill_tok_s", "decode_tok_s"):
+        s = j[k]
+        assert len(s["runs"]) == 2 and all(v > 0 for v in s["runs"]), s
+        assert 0 < s["min"] <= s["median"] <= s["max"] and s["stddev"] >= 0, s
+    assert (j["n_prompt"], j["n_gen"], j["runs"], j["threads"], j["kv"]) == (16, 4, 2, 2, "f16")
+    for k in ("arch", "n_layer", "n_vocab", "n_params", "model_bytes"):
+        assert j[k] == info[k], (k, j[k], info[k])
+
+    assert j["weight_bytes"] == parts
+    assert j["weight_bytes_per_token"] == sum(parts.values())
+    # consistency of the derived numbers (printed with 6 significant digits)
+    bw = j["weight_bytes_per_token"] * j["decode_tok_s"]["median"] / 1e9
+    assert j["decode_gbs"] == pytest.approx(bw, rel=1e-4)
+    assert j["membw_gbs"] == 12.5 and j["membw_measured"] is False
+    assert j["decode_bw_pct"] == pytest.approx(100 * j["decode_gbs"] / 12.5, rel=1e-3)
+    # peak RSS is in bytes and covers the weights every decode step touched
+    assert j["peak_rss_bytes"] >= j["weight_bytes_per_token"]
+
+
+def test_bench_human_and_options(models):
+    r = run("bench", "-m", models["qwen35"], "-p", 8, "-n", 0, "-r", 1, "--warmup", 0, "-t", 1, "--no-membw",
+            "--kv", "f32")
+    assert re.search(r"\|\s+pp8\s+\|", r.stdout) and "tg" not in r.stdout.split("runs:")[0], r.stdout
+    j = json.loads(run("bench", "-m", models["qwen3"], "-p", 0, "-n", 3, "-r", 1, "-t", 1, "--no-membw",
+                       "--decode", "random", "--json").stdout)
+    assert "prefill_tok_s" not in j and j["decode_tok_s"]["median"] > 0 and j["decode"] == "random"
+    assert "decode_bw_pct" not in j and "membw_gbs" not in j
+
+
+def test_bench_membw():
+    r = run("bench", "--membw", "-t", 1, "--membw-mib", 64, "--membw-passes", 2, "--json")
+    j = json.loads(r.stdout)
+    assert j["membw_gbs"] > 0 and j["membw_best_gbs"] >= j["membw_gbs"] and j["threads"] == 1
+
+
+def test_bench_errors(models, tmp_path):
+    assert run("bench", "--help").stdout.startswith("usage: kazeia bench")
+    r = run("bench", "-p", 4, check=False)
+    assert r.returncode == 2 and "-m MODEL.gguf is required" in r.stderr
+    r = run("bench", "-m", models["qwen3"], "-p", "x", check=False)
+    assert r.returncode == 2 and "bad value 'x' for -p" in r.stderr
+    r = run("bench", "-m", models["qwen3"], "--kv", "q2", check=False)
+    assert r.returncode == 2 and "--kv" in r.stderr
+    r = run("bench", "-m", models["qwen3"], "-p", 0, "-n", 0, check=False)
+    assert r.returncode == 2 and "nothing to measure" in r.stderr
+    missing = tmp_path / "nope.gguf"
+    r = run("bench", "-m", missing, "-p", 4, "-n", 1, check=False)
+    assert r.returncode == 1 and str(missing) in r.stderr

@@ -1,0 +1,268 @@
+/* Chunkwise gated delta rule (kz_gdn_chunked) against the token-by-token form
+ * (kz_gdn_recurrent, itself checked against transformers) and a double-precision recurrence:
+ * T in {1, 63, 64, 65, 500}, strong (g ~ -5) and weak (g ~ -0.01) decay, random beta,
+ * non-zero initial state, H_v != H_k, head dims 32 / 128 and an odd dk != dv.
+ * kz_sgemm (the products inside) is checked per ISA level against a double product, and the
+ * whole test runs again in a child with KZ_ISA=scalar (the level is fixed per process).
+ * `test_gdn_chunk --bench` times both forms for T = 512, 16 heads x 128 (one thread). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cpu.h"
+#include "gdn.h"
+#include "kt.h"
+#include "sgemm.h"
+
+static unsigned long long rs = 0x2545f4914f6cdd1dull;
+
+typedef struct {
+    int Hk, Hv, dk, dv, T;
+    size_t ld;
+    float *in, *g, *beta, *M0;
+} gdn_case;
+
+static float *fmalloc(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+    return p;
+}
+
+/* decay: 0 strong (g ~ -5), 1 weak (g ~ -0.01), 2 mixed (softplus gates as in the model) */
+static void make_case(gdn_case *c, int Hk, int Hv, int dk, int dv, int T, int decay) {
+    c->Hk = Hk; c->Hv = Hv; c->dk = dk; c->dv = dv; c->T = T;
+    c->ld = (size_t)2 * Hk * dk + (size_t)Hv * dv;
+    c->in = fmalloc((size_t)T * c->ld);
+    c->g = fmalloc((size_t)T * Hv);
+    c->beta = fmalloc((size_t)T * Hv);
+    c->M0 = fmalloc((size_t)Hv * dv * dk);
+    for (size_t i = 0; i < (size_t)T * c->ld; i++) c->in[i] = kt_randf(&rs);
+    for (int t = 0; t < T; t++) kz_gdn_qk_norm(c->in + (size_t)t * c->ld, Hk, dk, 1e-6f);
+    for (int i = 0; i < T * Hv; i++) {
+        const float u = kt_randf(&rs);
+        if (decay == 0) c->g[i] = -5.0f * (1.0f + 0.5f * u);
+        else if (decay == 1) c->g[i] = -0.01f * (1.0f + 0.5f * u);
+        else c->g[i] = -expf(0.5f * kt_randf(&rs)) * log1pf(expf(2.0f * u));
+        c->beta[i] = 1.0f / (1.0f + expf(-3.0f * kt_randf(&rs)));
+    }
+    for (size_t i = 0; i < (size_t)Hv * dv * dk; i++) c->M0[i] = 0.3f * kt_randf(&rs);
+}
+
+static void free_case(gdn_case *c) { free(c->in); free(c->g); free(c->beta); free(c->M0); }
+
+static void run_rec(const gdn_case *c, float *M, float *out) {
+    kz_gdn_shape sh = {c->Hk, c->Hv, c->dk, c->dv};
+    const size_t kd = (size_t)c->Hk * c->dk;
+    kz_gdn_recurrent(&sh, c->T, c->in, c->in + kd, c->in + 2 * kd, c->ld, c->g, c->beta, c->Hv, M, out,
+                     (size_t)c->Hv * c->dv, 0, c->Hv);
+}
+
+/* chunked over token pieces [0, split) and [split, T) and head ranges [0, hs), [hs, Hv) */
+static void run_chunk(const gdn_case *c, float *M, float *out, int split, int hs, float *scr) {
+    kz_gdn_shape sh = {c->Hk, c->Hv, c->dk, c->dv};
+    const size_t kd = (size_t)c->Hk * c->dk, ldo = (size_t)c->Hv * c->dv;
+    const int pieces[2][2] = {{0, split}, {split, c->T}};
+    for (int p = 0; p < 2; p++) {
+        const int t0 = pieces[p][0], n = pieces[p][1] - t0;
+        if (n <= 0) continue;
+        const float *x = c->in + (size_t)t0 * c->ld;
+        const float *g = c->g + (size_t)t0 * c->Hv, *b = c->beta + (size_t)t0 * c->Hv;
+        float *o = out + (size_t)t0 * ldo;
+        if (hs > 0) kz_gdn_chunked(&sh, n, x, x + kd, x + 2 * kd, c->ld, g, b, c->Hv, M, o, ldo, 0, hs, scr);
+        if (hs < c->Hv) kz_gdn_chunked(&sh, n, x, x + kd, x + 2 * kd, c->ld, g, b, c->Hv, M, o, ldo, hs, c->Hv, scr);
+    }
+}
+
+/* double-precision recurrence in the state layout M[j][r][i] = S_j[i][r] */
+static void run_double(const gdn_case *c, double *M, double *out) {
+    const int dk = c->dk, dv = c->dv;
+    for (size_t i = 0; i < (size_t)c->Hv * dv * dk; i++) M[i] = c->M0[i];
+    for (int j = 0; j < c->Hv; j++) {
+        double *Mj = M + (size_t)j * dv * dk;
+        for (int t = 0; t < c->T; t++) {
+            const float *row = c->in + (size_t)t * c->ld;
+            const float *q = row + (j % c->Hk) * dk, *k = row + (size_t)c->Hk * dk + (j % c->Hk) * dk;
+            const float *v = row + (size_t)2 * c->Hk * dk + (size_t)j * dv;
+            const double a = exp((double)c->g[t * c->Hv + j]), b = c->beta[t * c->Hv + j];
+            for (int r = 0; r < dv; r++) {
+                double *m = Mj + (size_t)r * dk, kv = 0, o = 0;
+                for (int i = 0; i < dk; i++) kv += a * m[i] * k[i];
+                const double d = b * (v[r] - kv);
+                for (int i = 0; i < dk; i++) { m[i] = a * m[i] + d * k[i]; o += m[i] * q[i]; }
+                out[((size_t)t * c->Hv + j) * dv + r] = o;
+            }
+        }
+    }
+}
+
+/* max |a - b| / max |b| */
+static double rel_ff(const float *a, const float *b, size_t n) {
+    double e = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - b[i]);
+        if (d > e || isnan(d)) e = isnan(d) ? INFINITY : d;
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+    }
+    return e / (m > 1e-30 ? m : 1e-30);
+}
+static double rel_fd(const float *a, const double *b, size_t n) {
+    double e = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - b[i]);
+        if (d > e || isnan(d)) e = isnan(d) ? INFINITY : d;
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+    }
+    return e / (m > 1e-30 ? m : 1e-30);
+}
+
+static double worst_out = 0, worst_state = 0;
+
+static void check_case(int Hk, int Hv, int dk, int dv, int T, int decay) {
+    static const char *dn[] = {"strong", "weak", "mixed"};
+    gdn_case c;
+    make_case(&c, Hk, Hv, dk, dv, T, decay);
+    const size_t ns = (size_t)Hv * dv * dk, no = (size_t)T * Hv * dv;
+    kz_gdn_shape sh = {Hk, Hv, dk, dv};
+    float *Mr = fmalloc(ns), *Mc = fmalloc(ns), *Ms = fmalloc(ns), *orr = fmalloc(no), *oc = fmalloc(no),
+          *os = fmalloc(no), *scr = fmalloc(kz_gdn_chunk_scratch_floats(&sh));
+    double *Md = malloc(ns * sizeof(double)), *od = malloc(no * sizeof(double));
+    if (!Md || !od) { fprintf(stderr, "out of memory\n"); exit(2); }
+    memcpy(Mr, c.M0, ns * sizeof(float));
+    memcpy(Mc, c.M0, ns * sizeof(float));
+    memcpy(Ms, c.M0, ns * sizeof(float));
+    for (size_t i = 0; i < no; i++) oc[i] = os[i] = NAN; /* every output must be written */
+    run_rec(&c, Mr, orr);
+    run_chunk(&c, Mc, oc, T, Hv, scr);
+    /* an uneven token split (not on a chunk boundary) and a head split, as threads would do */
+    run_chunk(&c, Ms, os, T > 1 ? T / 3 + 1 : 1, Hv / 2, scr);
+    run_double(&c, Md, od);
+    const double eo = rel_ff(oc, orr, no), es = rel_ff(Mc, Mr, ns);
+    const double eos = rel_ff(os, orr, no), ess = rel_ff(Ms, Mr, ns);
+    const double dco = rel_fd(oc, od, no), dro = rel_fd(orr, od, no);
+    const double dcs = rel_fd(Mc, Md, ns), drs = rel_fd(Mr, Md, ns);
+    printf("  Hk %d Hv %d dk %3d dv %3d T %3d %-6s: chunk vs rec out %.2e state %.2e | split %.2e %.2e | "
+           "vs f64: chunk %.2e/%.2e rec %.2e/%.2e\n",
+           Hk, Hv, dk, dv, T, dn[decay], eo, es, eos, ess, dco, dcs, dro, drs);
+    CHECKF(eo <= 1e-5, "output rel %g (Hv %d dk %d T %d %s)", eo, Hv, dk, T, dn[decay]);
+    CHECKF(es <= 1e-5, "state rel %g (Hv %d dk %d T %d %s)", es, Hv, dk, T, dn[decay]);
+    CHECKF(eos <= 1e-5 && ess <= 1e-5, "split calls rel %g / %g (T %d %s)", eos, ess, T, dn[decay]);
+    /* the chunked form must not be less accurate than the recurrent one (vs exact) by much */
+    CHECKF(dco <= 2 * dro + 1e-6 && dcs <= 2 * drs + 1e-6, "chunk vs f64 %g/%g, rec %g/%g", dco, dcs, dro, drs);
+    if (eo > worst_out) worst_out = eo;
+    if (es > worst_state) worst_state = es;
+    free(Mr); free(Mc); free(Ms); free(orr); free(oc); free(os); free(scr); free(Md); free(od);
+    free_case(&c);
+}
+
+/* thread CPU time: the build machine is shared, wall time swings with the other jobs */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int bench(void) {
+    const int Hk = 16, Hv = 16, d = 128, T = 512, reps = 5;
+    gdn_case c;
+    make_case(&c, Hk, Hv, d, d, T, 2);
+    kz_gdn_shape sh = {Hk, Hv, d, d};
+    const size_t ns = (size_t)Hv * d * d, no = (size_t)T * Hv * d;
+    float *M = fmalloc(ns), *o = fmalloc(no), *o2 = fmalloc(no), *scr = fmalloc(kz_gdn_chunk_scratch_floats(&sh));
+    double tr = 1e9, tc = 1e9;
+    for (int r = 0; r < reps; r++) {
+        memcpy(M, c.M0, ns * sizeof(float));
+        double t0 = now_s();
+        run_rec(&c, M, o);
+        double t1 = now_s();
+        memcpy(M, c.M0, ns * sizeof(float));
+        run_chunk(&c, M, o2, T, Hv, scr);
+        double t2 = now_s();
+        if (t1 - t0 < tr) tr = t1 - t0;
+        if (t2 - t1 < tc) tc = t2 - t1;
+    }
+    printf("GDN core T=%d, %d heads x %d, 1 thread: recurrent %.2f ms, chunked %.2f ms (%.2fx), rel diff %.2e\n", T,
+           Hv, d, tr * 1e3, tc * 1e3, tr / tc, rel_ff(o2, o, no));
+    free(M); free(o); free(o2); free(scr);
+    free_case(&c);
+    return 0;
+}
+
+/* kz_sgemm_isa vs a double product: odd sizes, triangular modes, alpha / row scale / cb */
+static void check_sgemm(int isa) {
+    const int dims[][3] = {{1, 1, 1}, {4, 16, 8}, {7, 13, 5}, {33, 70, 41}, {64, 128, 128}, {5, 3, 64}};
+    const int tris[] = {KZ_TRI_NONE, KZ_TRI_K, KZ_TRI_N};
+    double worst = 0;
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
+        for (int ti = 0; ti < 3; ti++)
+            for (int mode = 0; mode < 3; mode++) {
+                const int M = dims[d][0], N = dims[d][1], tri = tris[ti];
+                const int K = tri == KZ_TRI_K ? M : dims[d][2]; /* TRI_K: A square lower */
+                const size_t lda = (size_t)K + 3, ldb = (size_t)N + 5, ldc = (size_t)N + 2;
+                float *A = fmalloc((size_t)M * lda), *B = fmalloc((size_t)K * ldb), *C = fmalloc((size_t)M * ldc),
+                      *C0 = fmalloc((size_t)M * ldc), *ra = fmalloc((size_t)M);
+                for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = kt_randf(&rs);
+                if (tri == KZ_TRI_K)
+                    for (int m = 0; m < M; m++)
+                        for (int k = m + 1; k < K; k++) A[(size_t)m * lda + k] = 0.0f;
+                for (size_t i = 0; i < (size_t)K * ldb; i++) B[i] = kt_randf(&rs);
+                for (size_t i = 0; i < (size_t)M * ldc; i++) C0[i] = kt_randf(&rs);
+                for (int m = 0; m < M; m++) ra[m] = 0.5f + kt_randf(&rs);
+                memcpy(C, C0, (size_t)M * ldc * sizeof(float));
+                const float alpha = mode == 1 ? -1.0f : 0.75f, cb = mode == 0 ? 0.0f : mode == 1 ? 1.0f : 0.3f;
+                const float *rap = mode == 2 ? ra : NULL;
+                kz_sgemm_isa(isa, M, N, K, A, lda, B, ldb, C, ldc, alpha, rap, cb, tri);
+                double e = 0, mx = 0;
+                int padding_ok = 1;
+                for (int m = 0; m < M; m++) {
+                    for (int n = 0; n < N; n++) {
+                        if (tri == KZ_TRI_N && n > m) continue; /* not wanted */
+                        double r = 0;
+                        for (int k = 0; k < K; k++) r += (double)A[(size_t)m * lda + k] * B[(size_t)k * ldb + n];
+                        r = (double)cb * C0[(size_t)m * ldc + n] + alpha * (rap ? rap[m] : 1.0f) * r;
+                        e = fmax(e, fabs(r - C[(size_t)m * ldc + n]));
+                        mx = fmax(mx, fabs(r));
+                    }
+                    for (size_t n = (size_t)N; n < ldc; n++) padding_ok &= C[(size_t)m * ldc + n] == C0[(size_t)m * ldc + n];
+                }
+                CHECKF(e <= 1e-5 * mx + 1e-6 && padding_ok, "sgemm isa %d M %d N %d K %d tri %d mode %d: err %g / %g%s",
+                       isa, M, N, K, tri, mode, e, mx, padding_ok ? "" : ", wrote past N");
+                worst = fmax(worst, e / (mx > 0 ? mx : 1));
+                free(A); free(B); free(C); free(C0); free(ra);
+            }
+    printf("sgemm %s: worst rel error %.2e\n", kz_isa_name((kz_isa)isa), worst);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--bench")) return bench();
+    printf("active ISA level: %s\n", kz_isa_name(kz_isa_active()));
+    check_sgemm(KZ_ISA_SCALAR);
+    if (!getenv("KZ_ISA") && kz_isa_available(KZ_ISA_AVX2)) check_sgemm(KZ_ISA_AVX2);
+    const int Ts[] = {1, 63, 64, 65, 500};
+    for (size_t it = 0; it < sizeof Ts / sizeof *Ts; it++)
+        for (int decay = 0; decay < 3; decay++) {
+            check_case(2, 6, 32, 32, Ts[it], decay);  /* H_v = 3 H_k, tiled pairing */
+            check_case(1, 2, 128, 128, Ts[it], decay); /* real head size */
+        }
+    check_case(3, 3, 24, 40, 130, 2); /* odd dk != dv: edge tiles everywhere */
+    check_case(2, 4, 13, 7, 70, 1);
+    printf("worst chunk vs recurrent: output %.2e, state %.2e\n", worst_out, worst_state);
+    const kz_isa act = kz_isa_active();
+    if (!getenv("KZ_ISA") && (act == KZ_ISA_AVX2 || act == KZ_ISA_AVX512)) { /* again with the plain C kernel */
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("KZ_ISA", "scalar", 1);
+            execv(argv[0], argv);
+            _exit(127);
+        }
+        int st = 0;
+        const int ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st);
+        if (ok && WEXITSTATUS(st) == 127) printf("note: could not re-run %s with KZ_ISA=scalar\n", argv[0]);
+        else CHECKF(ok && WEXITSTATUS(st) == 0, "the KZ_ISA=scalar run failed (status %d)", st);
+    }
+    KT_END();
+}
