@@ -363,8 +363,8 @@ int kz_state_load_file(kz_context *c, const char *path) {
     if (!buf) { set_err(c, "%s: out of memory reading %ld bytes", path, sz); fclose(f); return -1; }
     size_t got = fread(buf, 1, (size_t)sz, f);
     fclose(f);
-    char e[384];
-    int r = got != (size_t)sz ? (snprintf(e, sizeof e, "read error"), -1) : state_load(c, buf, got, e, sizeof e);
+    char e[384] = "read error";
+    int r = got == (size_t)sz ? state_load(c, buf, got, e, sizeof e) : -1;
     if (r) set_err(c, "%s: %s", path, e);
     free(buf);
     return r;

@@ -8,6 +8,7 @@
 #include "fp16.h"
 #include "model.h"
 #include "types.h"
+#include "unicode.h"
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || !errlen) return;
@@ -417,8 +418,9 @@ static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *
         goto fail;
     }
     if (!((a.len == 6 && !memcmp(a.ptr, "qwen35", 6)) || (a.len == 5 && !memcmp(a.ptr, "qwen3", 5)))) {
-        seterr(err, errlen, "%s: unsupported architecture '%.*s' (supported: qwen35, qwen3)", path,
-               (int)(a.len > 64 ? 64 : a.len), a.ptr);
+        char q[72];
+        seterr(err, errlen, "%s: unsupported architecture '%s' (supported: qwen35, qwen3)", path,
+               kz_utf8_printable(a.ptr, a.len, q, sizeof q));
         goto fail;
     }
     memcpy(m->arch_name, a.ptr, a.len);

@@ -262,8 +262,9 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
         const char *sep = s->len > 1 ? memchr(s->ptr + 1, ' ', s->len - 1) : NULL;
         if (!sep) {
             free(cat);
-            seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%.*s\" is not \"left right\"", m,
-                   (int)(s->len > 60 ? 60 : s->len), s->ptr ? s->ptr : "");
+            char q[72];
+            seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%s\" is not \"left right\"", m,
+                   kz_utf8_printable(s->ptr ? s->ptr : "", s->ptr ? s->len : 0, q, sizeof q));
             goto fail;
         }
         size_t la = (size_t)(sep - s->ptr), lb = s->len - la - 1;
@@ -278,8 +279,9 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
         int32_t ab = a >= 0 && b >= 0 ? find_text(t, cat, la + lb) : -1;
         if (ab < 0) {
             free(cat);
-            seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%.*s\" refers to a token not in the vocab", m,
-                   (int)(s->len > 60 ? 60 : s->len), s->ptr);
+            char q[72];
+            seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%s\" refers to a token not in the vocab", m,
+                   kz_utf8_printable(s->ptr, s->len, q, sizeof q));
             goto fail;
         }
         uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
@@ -359,14 +361,15 @@ kz_tokenizer *kz_tokenizer_from_gguf(const kz_gguf *g, char *err, size_t errlen)
     int r = kz_gguf_get_str(g, "tokenizer.ggml.model", &model);
     if (r != 0) { seterr(err, errlen, "tokenizer.ggml.model is %s", r == -1 ? "missing" : "not a string"); return NULL; }
     if (model.len != 4 || memcmp(model.ptr, "gpt2", 4) != 0) {
-        seterr(err, errlen, "tokenizer.ggml.model '%.*s' is not supported (only 'gpt2' byte-level BPE)",
-               (int)(model.len > 40 ? 40 : model.len), model.ptr);
+        char q[48];
+        seterr(err, errlen, "tokenizer.ggml.model '%s' is not supported (only 'gpt2' byte-level BPE)",
+               kz_utf8_printable(model.ptr, model.len, q, sizeof q));
         return NULL;
     }
     r = kz_gguf_get_str(g, "tokenizer.ggml.pre", &pre);
     if (r != 0) { seterr(err, errlen, "tokenizer.ggml.pre is %s (expected qwen2 or qwen35)", r == -1 ? "missing" : "not a string"); return NULL; }
     char pre_s[64];
-    snprintf(pre_s, sizeof pre_s, "%.*s", (int)(pre.len > 60 ? 60 : pre.len), pre.ptr);
+    kz_utf8_printable(pre.ptr, pre.len, pre_s, sizeof pre_s); /* compared exactly below; quoted in errors */
     const kz_gguf_kv *tk = kz_gguf_get_kv(g, "tokenizer.ggml.tokens");
     if (!tk) { seterr(err, errlen, "tokenizer.ggml.tokens is missing"); return NULL; }
     if (tk->type != KZ_GGUF_ARR || tk->arr_type != KZ_GGUF_STR || !tk->strs || tk->n == 0 || tk->n > (1u << 26)) {

@@ -243,3 +243,26 @@ int kz_nfc(const char *str, size_t n, char **out, size_t *outn) {
     *outn = o.n;
     return 1;
 }
+
+char *kz_utf8_printable(const char *s, size_t n, char *out, size_t cap) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int k = kz_utf8_next(u + i, n - i, &cp);
+        /* C0, DEL and C1 controls would break the line (or the terminal) */
+        int keep = k > 0 && !(cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || cp == 0x2028 || cp == 0x2029);
+        size_t w = keep ? (size_t)k : 1;
+        if (o + w + 4 > cap) { /* room for "..." and the NUL */
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (keep) memcpy(out + o, u + i, (size_t)k);
+        else out[o] = '?';
+        o += w;
+        i += k > 0 ? (size_t)k : (size_t)-k;
+    }
+    out[o] = 0;
+    return out;
+}

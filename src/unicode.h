@@ -53,6 +53,11 @@ int kz_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 /* encode cp (< 0x110000, not a surrogate) to out; returns 1..4 */
 int kz_utf8_put(uint32_t cp, unsigned char *out);
 
+/* Copy of untrusted text s[0..n) for a one-line error message: well-formed printable UTF-8 is
+ * kept, control characters and ill-formed bytes become '?', the copy is cut with "..." to fit
+ * cap (>= 4) and NUL-terminated. Returns out. */
+char *kz_utf8_printable(const char *s, size_t n, char *out, size_t cap);
+
 /* NFC. If s[0..n) is already normalised (the common case, checked quickly) returns 0 and
  * leaves *out NULL. Otherwise returns 1 with *out a malloc'd buffer of *outn bytes (caller
  * frees). Returns -1 on allocation failure. Ill-formed UTF-8 bytes are kept as they are and
