@@ -7,12 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fuzz_check.h"
 #include "tokenizer.h"
 #include "unicode.h"
 #include "vocab_small.h"
-
-#define FZ_CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FUZZ CHECK FAILED %s:%d: %s: ", \
-    __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); abort(); } } while (0)
 
 /* One tokenizer per variant, built on first use and kept for the process (test code: the
  * fuzzer's lifetime is the process). */
@@ -35,26 +33,6 @@ static inline kz_tokenizer *fz_tokenizer(int variant) {
     tk[variant] = kz_tokenizer_new(&sp, err, sizeof err);
     FZ_CHECK(tk[variant] != NULL, "kz_tokenizer_new: %s", err);
     return tk[variant];
-}
-
-/* 1 if s[0..n) is well-formed UTF-8 (no surrogates, no overlongs, <= U+10FFFF); written out
- * here independently of src/unicode.c */
-static inline int fz_utf8_valid(const unsigned char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        if (c < 0x80) { i++; continue; }
-        size_t k;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) k = 2;
-        else if (c >= 0xE0 && c <= 0xEF) { k = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-        else if (c >= 0xF0 && c <= 0xF4) { k = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-        else return 0;
-        if (i + k > n) return 0;
-        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
-        for (size_t j = 2; j < k; j++) if (s[i + j] < 0x80 || s[i + j] > 0xBF) return 0;
-        i += k;
-    }
-    return 1;
 }
 
 typedef struct { unsigned char *p; size_t n, cap; } fz_buf;

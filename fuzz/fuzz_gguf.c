@@ -8,9 +8,7 @@
 #include <string.h>
 #include "gguf.h"
 #include "tokenizer.h"
-
-#define FZ_CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FUZZ CHECK FAILED %s:%d: %s: ", \
-    __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); abort(); } } while (0)
+#include "fuzz_check.h"
 
 static volatile unsigned sink; /* keeps the reads */
 
@@ -26,10 +24,10 @@ static void touch(const void *p, uint64_t n) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];
-    err[0] = 1;
+    err[0] = 0;
     kz_gguf *g = kz_gguf_open_mem(data, size, err, sizeof err);
     if (!g) {
-        FZ_CHECK(err[0] != 0 && memchr(err, 0, sizeof err) && !strchr(err, '\n'), "failure without a one-line message");
+        FZ_CHECK(fz_msg_ok(err, sizeof err), "bad error message: '%s'", err);
         return 0;
     }
     for (uint64_t i = 0; i < g->n_kv; i++) {
@@ -81,6 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             sink += (unsigned)kz_tok_is_eog(tk, ids[i]);
         }
         kz_tokenizer_free(tk);
+    } else {
+        FZ_CHECK(fz_msg_ok(err, sizeof err), "bad tokenizer error message: '%s'", err);
     }
     kz_gguf_close(g);
     return 0;

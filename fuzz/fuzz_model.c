@@ -10,9 +10,7 @@
 #include <string.h>
 #include "../include/kazeia.h"
 #include "model.h"
-
-#define FZ_CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FUZZ CHECK FAILED %s:%d: %s: ", \
-    __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); abort(); } } while (0)
+#include "fuzz_check.h"
 
 /* Floats of sequence state the model implies at n_ctx 32; files of a few KB can declare
  * dimensions whose product is large but legitimate, which the fuzzer's 2 GB malloc limit would
@@ -60,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mp.n_threads = 1;
     kz_model *m = kz_model_load_mem(data, size, "fuzz.gguf", &mp, err, sizeof err);
     if (!m) {
-        FZ_CHECK(err[0] != 0 && !strchr(err, '\n'), "failure without a one-line message");
+        FZ_CHECK(fz_msg_ok(err, sizeof err), "bad error message: '%s'", err);
         return 0;
     }
     char desc[1024];
@@ -94,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             kz_context_free(c);
         } else {
-            FZ_CHECK(err[0] != 0, "context failure without a message");
+            FZ_CHECK(fz_msg_ok(err, sizeof err), "bad context error message: '%s'", err);
         }
     }
     kz_model_free(m);
