@@ -49,8 +49,8 @@ $(BUILD)/libkazeia.so: $(OBJ)
 	$(CC) -shared $(LDSAN) -o $@ $^ $(LDLIBS)
 $(BUILD)/kazeia: $(CLI_OBJ) $(BUILD)/libkazeia.a
 	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(BUILD)/libkazeia.a $(LDLIBS)
-$(BUILD)/%: tools/%.c $(BUILD)/libkazeia.a
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkazeia.a $(LDLIBS)
+$(BUILD)/%: tools/%.c $(BUILD)/obj/cli/args.o $(BUILD)/libkazeia.a
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/obj/cli/args.o $(BUILD)/libkazeia.a $(LDLIBS)
 $(BUILD)/test_%: tests/test_%.c tests/kt.h $(BUILD)/libkazeia.a
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkazeia.a $(LDLIBS)
 

@@ -25,6 +25,7 @@
 #include <sys/resource.h>
 #include <time.h>
 #include "cli.h"
+#include "args.h"
 #include "api.h"
 #include "model.h"
 #include "threadpool.h"
@@ -55,18 +56,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int parse_long(const char *s, const char *opt, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "kazeia bench: bad value '%s' for %s (expected an integer in [%ld, %ld])\n", s, opt, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 static int parse_pos_double(const char *s, const char *opt, double *out) {
@@ -288,18 +277,18 @@ int cmd_bench(int argc, char **argv) {
         const char *v = argv[++i];
         int bad = 0;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "-p")) bad = parse_long(v, a, 0, 1 << 24, &p);
-        else if (!strcmp(a, "-n")) bad = parse_long(v, a, 0, 1 << 24, &n);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = parse_long(v, a, 1, 512, &threads);
-        else if (!strcmp(a, "-r") || !strcmp(a, "--runs")) bad = parse_long(v, a, 1, 1000, &runs);
-        else if (!strcmp(a, "--warmup")) bad = parse_long(v, a, 0, 100, &warmup);
-        else if (!strcmp(a, "--n-batch")) bad = parse_long(v, a, 1, 1 << 24, &n_batch);
-        else if (!strcmp(a, "--seed")) bad = parse_long(v, a, 0, 0x7fffffffL, &seed);
+        else if (!strcmp(a, "-p")) bad = kz_arg_long("kazeia bench", a, v, 0, 1 << 24, &p);
+        else if (!strcmp(a, "-n")) bad = kz_arg_long("kazeia bench", a, v, 0, 1 << 24, &n);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = kz_arg_long("kazeia bench", a, v, 1, 512, &threads);
+        else if (!strcmp(a, "-r") || !strcmp(a, "--runs")) bad = kz_arg_long("kazeia bench", a, v, 1, 1000, &runs);
+        else if (!strcmp(a, "--warmup")) bad = kz_arg_long("kazeia bench", a, v, 0, 100, &warmup);
+        else if (!strcmp(a, "--n-batch")) bad = kz_arg_long("kazeia bench", a, v, 1, 1 << 24, &n_batch);
+        else if (!strcmp(a, "--seed")) bad = kz_arg_long("kazeia bench", a, v, 0, 0x7fffffffL, &seed);
         else if (!strcmp(a, "--kv")) kvs = v;
         else if (!strcmp(a, "--decode")) decs = v;
         else if (!strcmp(a, "--membw-gbs")) bad = parse_pos_double(v, a, &membw_given);
-        else if (!strcmp(a, "--membw-mib")) bad = parse_long(v, a, 1, 1L << 20, &membw_mib);
-        else if (!strcmp(a, "--membw-passes")) bad = parse_long(v, a, 1, 1000, &membw_passes);
+        else if (!strcmp(a, "--membw-mib")) bad = kz_arg_long("kazeia bench", a, v, 1, 1L << 20, &membw_mib);
+        else if (!strcmp(a, "--membw-passes")) bad = kz_arg_long("kazeia bench", a, v, 1, 1000, &membw_passes);
         else { fprintf(stderr, "kazeia bench: unknown option '%s'\n", a); bench_usage(stderr); return 2; }
         if (bad) return 2;
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include "cli.h"
+#include "args.h"
 #include "model.h"
 
 static void logits_usage(FILE *f) {
@@ -24,18 +25,6 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int parse_int(const char *s, const char *opt, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "kazeia logits: bad value '%s' for %s (expected an integer in [%ld, %ld])\n", s, opt, lo, hi);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
 }
 
 /* "1,2,3" -> array; returns count or -1 */
@@ -79,10 +68,10 @@ int cmd_logits(int argc, char **argv) {
         else if (!strcmp(a, "--tokens")) toks = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) outp = v;
         else if (!strcmp(a, "--kv")) kvs = v;
-        else if (!strcmp(a, "--prefill")) { if (parse_int(v, a, 0, INT32_MAX, &prefill)) return 2; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (parse_int(v, a, 1, 1024, &threads)) return 2; }
-        else if (!strcmp(a, "--n-batch")) { if (parse_int(v, a, 1, INT32_MAX, &n_batch)) return 2; }
-        else if (!strcmp(a, "--ctx")) { if (parse_int(v, a, 1, INT32_MAX, &n_ctx)) return 2; }
+        else if (!strcmp(a, "--prefill")) { if (kz_arg_int("kazeia logits", a, v, 0, INT32_MAX, &prefill)) return 2; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (kz_arg_int("kazeia logits", a, v, 1, 1024, &threads)) return 2; }
+        else if (!strcmp(a, "--n-batch")) { if (kz_arg_int("kazeia logits", a, v, 1, INT32_MAX, &n_batch)) return 2; }
+        else if (!strcmp(a, "--ctx")) { if (kz_arg_int("kazeia logits", a, v, 1, INT32_MAX, &n_ctx)) return 2; }
         else { fprintf(stderr, "kazeia logits: unknown option '%s'\n", a); logits_usage(stderr); return 2; }
     }
     if (!model || !toks || !outp) {

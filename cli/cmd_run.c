@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "cli.h"
+#include "args.h"
 #include "../include/kazeia.h"
 
 static void run_usage(FILE *f) {
@@ -38,30 +39,6 @@ static void run_usage(FILE *f) {
             (double)d.temperature, d.top_k, (double)d.top_p, (double)d.min_p,
             (double)d.repeat_penalty, d.repeat_last_n, (double)d.presence_penalty,
             (double)d.frequency_penalty, (unsigned long long)d.seed);
-}
-
-static int parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "kazeia run: %s expects an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_float(const char *opt, const char *s, float *out) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) {
-        fprintf(stderr, "kazeia run: %s expects a number, got '%s'\n", opt, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 static int parse_u64(const char *opt, const char *s, uint64_t *out) {
@@ -135,25 +112,25 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "--system")) system = v;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) bad = parse_int(a, v, -1, INT_MAX, &n_predict);
-        else if (!strcmp(a, "--temp")) bad = parse_float(a, v, &cp.temperature);
-        else if (!strcmp(a, "--top-k")) bad = parse_int(a, v, 0, INT_MAX, &cp.top_k);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) bad = kz_arg_int("kazeia run", a, v, -1, INT_MAX, &n_predict);
+        else if (!strcmp(a, "--temp")) bad = kz_arg_float("kazeia run", a, v, 0, &cp.temperature);
+        else if (!strcmp(a, "--top-k")) bad = kz_arg_int("kazeia run", a, v, 0, INT_MAX, &cp.top_k);
         else if (!strcmp(a, "--top-p")) {
-            bad = parse_float(a, v, &cp.top_p);
+            bad = kz_arg_float("kazeia run", a, v, 0, &cp.top_p);
             if (!bad && (cp.top_p < 0 || cp.top_p > 1)) { fprintf(stderr, "kazeia run: --top-p must be in [0, 1]\n"); bad = 1; }
         } else if (!strcmp(a, "--min-p")) {
-            bad = parse_float(a, v, &cp.min_p);
+            bad = kz_arg_float("kazeia run", a, v, 0, &cp.min_p);
             if (!bad && (cp.min_p < 0 || cp.min_p > 1)) { fprintf(stderr, "kazeia run: --min-p must be in [0, 1]\n"); bad = 1; }
         } else if (!strcmp(a, "--repeat-penalty")) {
-            bad = parse_float(a, v, &cp.repeat_penalty);
+            bad = kz_arg_float("kazeia run", a, v, 0, &cp.repeat_penalty);
             if (!bad && cp.repeat_penalty <= 0) { fprintf(stderr, "kazeia run: --repeat-penalty must be > 0 (1 = off)\n"); bad = 1; }
-        } else if (!strcmp(a, "--repeat-last-n")) bad = parse_int(a, v, 0, INT_MAX, &cp.repeat_last_n);
-        else if (!strcmp(a, "--presence-penalty")) bad = parse_float(a, v, &cp.presence_penalty);
-        else if (!strcmp(a, "--frequency-penalty")) bad = parse_float(a, v, &cp.frequency_penalty);
+        } else if (!strcmp(a, "--repeat-last-n")) bad = kz_arg_int("kazeia run", a, v, 0, INT_MAX, &cp.repeat_last_n);
+        else if (!strcmp(a, "--presence-penalty")) bad = kz_arg_float("kazeia run", a, v, 0, &cp.presence_penalty);
+        else if (!strcmp(a, "--frequency-penalty")) bad = kz_arg_float("kazeia run", a, v, 0, &cp.frequency_penalty);
         else if (!strcmp(a, "--seed")) bad = parse_u64(a, v, &cp.seed);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = parse_int(a, v, 1, 1024, &n_threads);
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) bad = parse_int(a, v, 1, INT_MAX, &cp.n_ctx);
-        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) bad = parse_int(a, v, 1, INT_MAX, &cp.n_batch);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = kz_arg_int("kazeia run", a, v, 1, 1024, &n_threads);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) bad = kz_arg_int("kazeia run", a, v, 1, INT_MAX, &cp.n_ctx);
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) bad = kz_arg_int("kazeia run", a, v, 1, INT_MAX, &cp.n_batch);
         else if (!strcmp(a, "--kv")) {
             if (!strcmp(v, "f32")) cp.kv_type = KZ_KV_F32;
             else if (!strcmp(v, "f16")) cp.kv_type = KZ_KV_F16;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "mkmodel.h"
+#include "../cli/args.h"
 #include "types.h"
 
 static void usage(FILE *f) {
@@ -27,30 +28,6 @@ static void usage(FILE *f) {
             "  --nextn N                       (qwen35: append N MTP blocks)\n"
             "  --tied | --untied               (output.weight absent / present)\n"
             "  --name S  --threads N  -q (quiet)\n");
-}
-
-static int parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "kz-mkmodel: %s expects an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_float(const char *opt, const char *s, float *out) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end || !(v > 0)) {
-        fprintf(stderr, "kz-mkmodel: %s expects a positive number, got '%s'\n", opt, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 static size_t file_size(const char *path) {
@@ -115,7 +92,7 @@ int main(int argc, char **argv) {
         int done = 0;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
             if (!strcmp(o, ints[k].opt)) {
-                if (parse_int(o, a, ints[k].lo, ints[k].hi, &v)) return 2;
+                if (kz_arg_long("kz-mkmodel", o, a, ints[k].lo, ints[k].hi, &v)) return 2;
                 *ints[k].dst = (int)v;
                 done = 1;
             }
@@ -135,9 +112,9 @@ int main(int argc, char **argv) {
             }
             c.seed = s;
         } else if (!strcmp(o, "--rms-eps")) {
-            if (parse_float(o, a, &c.rms_eps)) return 2;
+            if (kz_arg_float("kz-mkmodel", o, a, 1, &c.rms_eps)) return 2;
         } else if (!strcmp(o, "--rope-base")) {
-            if (parse_float(o, a, &c.rope_base)) return 2;
+            if (kz_arg_float("kz-mkmodel", o, a, 1, &c.rope_base)) return 2;
         } else if (!strcmp(o, "--rope-sections")) {
             int s[4], n = 0;
             char tail;
