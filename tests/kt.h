@@ -1,6 +1,7 @@
 /* Minimal test harness: CHECK records failures and continues; KT_END returns exit code. */
 #ifndef KT_H
 #define KT_H
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,5 +19,13 @@ static inline unsigned long long kt_rng(unsigned long long *s) {
 }
 static inline float kt_randf(unsigned long long *s) { /* uniform [-1,1) */
     return (float)((kt_rng(s) >> 40) * (1.0 / (1ull << 24))) * 2.0f - 1.0f;
+}
+/* random row: uniform [-1,1) times a per-row magnitude 10^[-3,3], with occasional 8x outliers */
+static inline void kt_fill_row(float *x, long long n, unsigned long long *s) {
+    float mag = powf(10.0f, 3.0f * kt_randf(s));
+    for (long long i = 0; i < n; i++) {
+        x[i] = kt_randf(s) * mag;
+        if ((kt_rng(s) & 63) == 0) x[i] *= 8.0f;
+    }
 }
 #endif

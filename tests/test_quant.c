@@ -36,15 +36,6 @@ static size_t rowb(uint32_t t, int64_t n) {
     return 0;
 }
 
-/* random row: uniform [-1,1) times a per-row magnitude 10^[-3,3], with occasional outliers */
-static void fill_row(float *x, int64_t n, unsigned long long *s) {
-    float mag = powf(10.0f, 3.0f * kt_randf(s));
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = kt_randf(s) * mag;
-        if ((kt_rng(s) & 63) == 0) x[i] *= 8.0f;
-    }
-}
-
 static float h2f(const uint8_t *p) { return kz_fp16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
 
 /* ---- fp16 / bf16 conversions against an independent double-precision model ---- */
@@ -137,7 +128,7 @@ static void test_roundtrip(void) {
                 int bad = 0;
                 double worst = 0; /* worst error relative to the bound */
                 for (int r = 0; r < rows; r++) {
-                    fill_row(x, n, &s);
+                    kt_fill_row(x, n, &s);
                     if (r == 1) memset(x, 0, 32 * sizeof(float)); /* an all-zero block */
                     size_t nb = kz_quant_row(t, x, q, n);
                     if (nb != rowb(t, n)) { bad++; continue; }
@@ -277,8 +268,8 @@ static void test_vec_dot(void) {
             uint8_t *wq = malloc(rowb(t, n)), *xq = malloc(rowb(at, n)), *xq2 = malloc(rowb(at, n));
             int bad = 0;
             for (int rep = 0; rep < 40; rep++) {
-                fill_row(w, n, &s);
-                fill_row(x, n, &s);
+                kt_fill_row(w, n, &s);
+                kt_fill_row(x, n, &s);
                 if (rep & 1) for (int64_t i = 0; i < n; i++) x[i] = fabsf(x[i]); /* same-sign: little cancellation */
                 kz_quant_row(t, w, wq, n);
                 kz_act_convert(t, x, xq, n);
@@ -339,7 +330,7 @@ static void test_matmul(void) {
                 uint8_t *wq = malloc(rb * n_out);
                 float *wf = malloc(sizeof(float) * n_in);
                 for (int o = 0; o < n_out; o++) {
-                    fill_row(wf, n_in, &s);
+                    kt_fill_row(wf, n_in, &s);
                     kz_quant_row(t, wf, wq + o * rb, n_in);
                 }
                 kz_wmat W = { .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = wq };
@@ -347,7 +338,7 @@ static void test_matmul(void) {
                     int n_tok = NTOK[ki];
                     int64_t ldy = n_out + 3; /* strided output; padding must stay untouched */
                     float *x = malloc(sizeof(float) * n_in * n_tok);
-                    for (int tk = 0; tk < n_tok; tk++) fill_row(x + tk * n_in, n_in, &s);
+                    for (int tk = 0; tk < n_tok; tk++) kt_fill_row(x + tk * n_in, n_in, &s);
                     /* reference: convert each token row, dot each weight row */
                     size_t arb = kz_act_row_bytes(t, n_in);
                     uint8_t *act = malloc(arb);

@@ -38,23 +38,6 @@ static const char *tname(uint32_t t) {
     return "?";
 }
 static int is_q(uint32_t t) { return t == KZ_T_Q8_0 || t == KZ_T_Q4_0; }
-static size_t rowb(uint32_t t, int64_t n) {
-    switch (t) {
-    case KZ_T_F32: return (size_t)n * 4;
-    case KZ_T_F16: case KZ_T_BF16: return (size_t)n * 2;
-    case KZ_T_Q8_0: return (size_t)(n / 32) * 34;
-    case KZ_T_Q4_0: return (size_t)(n / 32) * 18;
-    }
-    return 0;
-}
-
-static void fill_row(float *x, int64_t n, unsigned long long *s) {
-    float mag = powf(10.0f, 3.0f * kt_randf(s));
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = kt_randf(s) * mag;
-        if ((kt_rng(s) & 63) == 0) x[i] *= 8.0f;
-    }
-}
 
 /* random finite fp16 scale of moderate size (products of scales stay normal floats) */
 static uint16_t rand_scale(unsigned long long *s) {
@@ -107,11 +90,11 @@ static void test_act_convert(void) {
                 for (size_t ni = 0; ni < sizeof NQ / sizeof NQ[0]; ni++) {
                     int64_t n = NQ[ni];
                     float *x = malloc(sizeof(float) * n);
-                    uint8_t *a = malloc(rowb(KZ_T_Q8_0, n)), *b = malloc(rowb(KZ_T_Q8_0, n));
+                    uint8_t *a = malloc(kz_row_bytes(KZ_T_Q8_0, n)), *b = malloc(kz_row_bytes(KZ_T_Q8_0, n));
                     special_fill(x, n, &s, kind);
                     if (rep == 1) memset(x, 0, 32 * sizeof(float));
-                    memset(a, 0xAA, rowb(KZ_T_Q8_0, n));
-                    memset(b, 0x55, rowb(KZ_T_Q8_0, n));
+                    memset(a, 0xAA, kz_row_bytes(KZ_T_Q8_0, n));
+                    memset(b, 0x55, kz_row_bytes(KZ_T_Q8_0, n));
                     size_t ra = sq->quant(x, a, n), rb = vq->quant(x, b, n);
                     if (ra != rb || memcmp(a, b, ra)) bad_q++;
                     cases++;
@@ -143,11 +126,11 @@ static void test_act_convert(void) {
  * for the integer types, raw random bytes with finite scales (-128 weights included) */
 static void make_rows(uint32_t t, int64_t n, int rows, int raw, uint8_t *dst, unsigned long long *s) {
     const kz_qtraits *sc = kz_qtraits_get_isa(KZ_ISA_SCALAR, t);
-    size_t rb = rowb(t, n);
+    size_t rb = kz_row_bytes(t, n);
     float *x = malloc(sizeof(float) * n);
     for (int r = 0; r < rows; r++) {
         uint8_t *d = dst + (size_t)r * rb;
-        fill_row(x, n, s);
+        kt_fill_row(x, n, s);
         if (r % 5 == 1) for (int64_t i = 0; i < n; i++) x[i] = fabsf(x[i]); /* same sign: little cancellation */
         sc->quant(x, d, n);
         if (raw && is_q(t)) {
@@ -167,7 +150,7 @@ static void make_rows(uint32_t t, int64_t n, int rows, int raw, uint8_t *dst, un
 /* activation rows: converted by the scalar reference (all levels read the same bytes) */
 static void make_act(uint32_t wt, int64_t n, int rows, int raw, uint8_t *dst, unsigned long long *s) {
     uint32_t at = act_type(wt);
-    size_t rb = rowb(at, n);
+    size_t rb = kz_row_bytes(at, n);
     make_rows(at, n, rows, 0, dst, s);
     if (raw && at == KZ_T_Q8_0)
         for (int r = 0; r < rows; r++)
@@ -214,13 +197,13 @@ static void test_gemm(void) {
                             const int64_t n = NS[ni];
                             const int nr = NR[ri], nt = NT[ki];
                             if (nr == 63 && n > 1000 && nt > 5) continue; /* keep the run short */
-                            const size_t wb = rowb(t, n) + 3, ab = rowb(at, n) + 5; /* odd strides */
+                            const size_t wb = kz_row_bytes(t, n) + 3, ab = kz_row_bytes(at, n) + 5; /* odd strides */
                             uint8_t *w = malloc(wb * nr), *a = malloc(ab * nt);
-                            uint8_t *wt = malloc(rowb(t, n) * nr), *atmp = malloc(rowb(at, n) * nt);
+                            uint8_t *wt = malloc(kz_row_bytes(t, n) * nr), *atmp = malloc(kz_row_bytes(at, n) * nt);
                             make_rows(t, n, nr, raw, wt, &s);
                             make_act(t, n, nt, raw, atmp, &s);
-                            for (int r = 0; r < nr; r++) memcpy(w + r * wb, wt + r * rowb(t, n), rowb(t, n));
-                            for (int k = 0; k < nt; k++) memcpy(a + k * ab, atmp + k * rowb(at, n), rowb(at, n));
+                            for (int r = 0; r < nr; r++) memcpy(w + r * wb, wt + r * kz_row_bytes(t, n), kz_row_bytes(t, n));
+                            for (int k = 0; k < nt; k++) memcpy(a + k * ab, atmp + k * kz_row_bytes(at, n), kz_row_bytes(at, n));
                             const int64_t ldy = nr + 2;
                             float *y = malloc(sizeof(float) * ldy * nt);
                             for (int64_t i = 0; i < ldy * nt; i++) y[i] = -777.0f;
