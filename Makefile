@@ -31,8 +31,9 @@ all: $(BUILD)/libkazeia.a $(BUILD)/libkazeia.so $(BUILD)/kazeia $(TOOLS)
 # AArch64: the SDOT / SMMLA kernel files need their extensions enabled; run-time dispatch
 # (src/cpu.c) calls them only on CPUs that have them. x86 SIMD uses target attributes instead.
 ifneq ($(findstring aarch64,$(shell $(CC) -dumpmachine)),)
-$(BUILD)/obj/quant_arm_dot.o: CFLAGS += -march=armv8.2-a+dotprod
-$(BUILD)/obj/quant_arm_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
+# any src/quant_*_dot.c / src/quant_*_i8mm.c gets the extension
+$(BUILD)/obj/quant_%_dot.o: CFLAGS += -march=armv8.2-a+dotprod
+$(BUILD)/obj/quant_%_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
 endif
 
 $(BUILD)/obj/%.o: src/%.c

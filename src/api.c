@@ -21,8 +21,9 @@
  * counts every sampled token, the final EOG included; the last sampled token is never
  * evaluated, so afterwards n_past = prompt + n_gen - 1. Control tokens are not printed. The
  * sampler is reseeded with params.seed at every call (same prompt + seed -> same text).
- * Cancellation (kz_cancel or a non-zero callback) is checked before every prefill chunk and
- * before every sample/eval; the context stays consistent and reusable. */
+ * Cancellation (kz_cancel or a non-zero callback) is checked before every prefill chunk, inside
+ * each chunk at every layer (forward.c rolls the chunk back) and before every sample/eval; the
+ * context stays consistent and reusable, holding the prompt tokens of the chunks that finished. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -250,6 +251,13 @@ static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, 
     char e[384];
     e[0] = 0;
     int r = kz_forward(c->m, c->seq, toks, n, logits, want_all, e, sizeof e);
+    if (r == KZ_FWD_ABORTED) { /* whole chunks before the cancelled one went in */
+        int np = kz_seq_n_past(c->seq);
+        memcpy(c->hist + before, toks, (size_t)(np - before) * sizeof *toks);
+        c->n_hist = np;
+        c->logits_valid = 0;
+        return KZ_FWD_ABORTED;
+    }
     if (r == 0) {
         memcpy(c->hist + before, toks, (size_t)n * sizeof *toks);
         c->n_hist = before + n;
@@ -497,7 +505,17 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         if (i < sys_len && i + n > sys_len) n = sys_len - i; /* same batches with or without the snapshot */
         int last = i + n == n_prompt;
         c->logits_valid = 0;
-        if (eval_chunk(c, prompt + i, n, last ? c->logits : NULL, 0) != 0) {
+        kz_seq_set_abort(c->seq, &c->cancel);
+        int r = eval_chunk(c, prompt + i, n, last ? c->logits : NULL, 0);
+        kz_seq_set_abort(c->seq, NULL);
+        if (r == KZ_FWD_ABORTED) {
+            c->err[0] = 0; /* a cancel is not an error */
+            st.n_prompt = c->n_hist > reused ? c->n_hist - reused : 0;
+            st.t_prefill_ms = now_ms() - t0;
+            st.stop = KZ_STOP_CANCELLED;
+            goto done;
+        }
+        if (r != 0) {
             st.n_prompt = c->n_hist > reused ? c->n_hist - reused : 0;
             goto fail;
         }

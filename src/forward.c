@@ -1,8 +1,15 @@
 /* Per-sequence state (KV cache, GDN conv/recurrent state, scratch, worker pool) and the
  * forward pass. Prefill runs chunks of up to n_batch tokens through each layer together
  * (matmuls over the chunk); the GDN core runs chunkwise (kz_gdn_chunked) for >= 2 tokens and
- * token-by-token (exact recurrent form) for decode. */
+ * token-by-token (exact recurrent form) for decode.
+ *
+ * Abort (kz_seq_set_abort): a prefill chunk checks the flag at every layer and before the MLP,
+ * so a cancel lands within a fraction of one layer, not after up to n_batch tokens. The chunk
+ * is then dropped whole: KV rows past n_past are simply not counted, and the GDN layers it
+ * already ran get their conv + recurrent state back from a copy taken just before each one
+ * ran (one extra copy of the GDN state, allocated at the first abortable prefill). */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +52,9 @@ struct kz_seq {
     size_t gdn_scr_per_thread;
     float *tile_scr;        /* tiled attention scratch, tile_scr_per_thread floats per thread */
     size_t tile_scr_per_thread;
+    const atomic_int *abort_flag; /* non-NULL: prefill chunks stop when it becomes non-zero */
+    const atomic_int *chunk_abort; /* abort_flag while an abortable chunk runs, else NULL */
+    float *state_bak;       /* GDN conv + ssm state before the current chunk, same layout */
     int prof_on;
     double prof_t;          /* clock at the end of the last profiled part */
     kz_profile prof;
@@ -273,6 +283,7 @@ void kz_seq_free(kz_seq *s) {
     free(s->kv);
     free(s->kv_mem);
     free(s->conv_state);
+    free(s->state_bak);
     free(s->scratch);
     free(s->gdn_scr);
     free(s->tile_scr);
@@ -313,6 +324,12 @@ int kz_seq_n_ctx(const kz_seq *s) { return s ? s->n_ctx : 0; }
 
 /* ---------------- parallel tasks ---------------- */
 
+static int chunk_aborted(const kz_seq *s);
+static void run_task(kz_seq *s, kz_task_fn fn, void *arg) {
+    if (chunk_aborted(s)) return;
+    kz_pool_run(s->pool, fn, arg);
+}
+
 typedef struct {
     const float *src;
     float *dst;
@@ -332,7 +349,7 @@ static void norm_fn(void *arg, int ith, int nth) {
 static void run_norm(kz_seq *s, const float *src, float *dst, const float *w, int n, int rows) {
     norm_task a = {src, dst, w, n, rows, s->m->hp.rms_eps};
     if (rows == 1) norm_fn(&a, 0, 1);
-    else kz_pool_run(s->pool, norm_fn, &a);
+    else run_task(s, norm_fn, &a);
 }
 
 typedef struct {
@@ -527,8 +544,15 @@ static void gdn_norm_fn(void *arg, int ith, int nth) {
 
 /* ---------------- layers ---------------- */
 
+/* Once an abortable chunk sees the flag, every remaining op is skipped (its outputs are
+ * dropped with the chunk), so the wait for a cancel is at most the op running at that moment. */
+static int chunk_aborted(const kz_seq *s) {
+    return s->chunk_abort && atomic_load(s->chunk_abort);
+}
+
 static void mm(kz_seq *s, const kz_wmat *w, const float *x, int n, float *y, size_t ldy) {
-    kz_matmul(s->pool, w, x, n, y, (int64_t)ldy, s->mm_work);
+    if (chunk_aborted(s)) return;
+    kz_matmul_abortable(s->pool, w, x, n, y, (int64_t)ldy, s->mm_work, s->chunk_abort);
 }
 
 static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
@@ -543,10 +567,10 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
     mm(s, &ly->wv, s->hn, n, s->t3, s->ld3);
     prof(s, KZ_PROF_ATTN_PROJ);
     attn_prep_task pt = {s, ly, kv, n, p0, gated, s->ld1};
-    kz_pool_run(s->pool, attn_prep_fn, &pt);
+    run_task(s, attn_prep_fn, &pt);
     if (n >= KZ_ATTN_TILE_MIN && s->tile_scr) {
         attn_task at = {s, kv, n, p0, gated, 1, s->ld1};
-        kz_pool_run(s->pool, attn_tile_fn, &at);
+        run_task(s, attn_tile_fn, &at);
         prof(s, KZ_PROF_ATTN);
         mm(s, &ly->wo, s->t4, n, s->out, (size_t)hp->n_embd);
         prof(s, KZ_PROF_ATTN_PROJ);
@@ -563,8 +587,8 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
         if (n_split < 1) n_split = 1;
     }
     attn_task at = {s, kv, n, p0, gated, n_split, s->ld1};
-    kz_pool_run(s->pool, attn_fn, &at);
-    kz_pool_run(s->pool, attn_merge_fn, &at);
+    run_task(s, attn_fn, &at);
+    run_task(s, attn_merge_fn, &at);
     prof(s, KZ_PROF_ATTN);
     mm(s, &ly->wo, s->t4, n, s->out, (size_t)hp->n_embd);
     prof(s, KZ_PROF_ATTN_PROJ);
@@ -582,19 +606,41 @@ static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
     mm(s, &ly->wbeta, s->hn, n, s->t5, 2 * Hv);
     mm(s, &ly->walpha, s->hn, n, s->t5 + Hv, 2 * Hv);
     prof(s, KZ_PROF_GDN_PROJ);
-    kz_pool_run(s->pool, gdn_conv_fn, &gt);
+    run_task(s, gdn_conv_fn, &gt);
     prof(s, KZ_PROF_GDN_CONV);
-    kz_pool_run(s->pool, gdn_prep_fn, &gt);
-    kz_pool_run(s->pool, gdn_core_fn, &gt);
+    run_task(s, gdn_prep_fn, &gt);
+    run_task(s, gdn_core_fn, &gt);
     prof(s, KZ_PROF_GDN_CORE);
-    kz_pool_run(s->pool, gdn_norm_fn, &gt);
+    run_task(s, gdn_norm_fn, &gt);
     prof(s, KZ_PROF_GDN_NORM);
     mm(s, &ly->wssm_out, s->t4, n, s->out, (size_t)hp->n_embd);
     prof(s, KZ_PROF_GDN_PROJ);
 }
 
-/* one chunk of n <= n_batch tokens at positions p0..; logits rows [lrow0, n) -> lout */
-static void forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lout, int lrow0) {
+void kz_seq_set_abort(kz_seq *s, const atomic_int *flag) {
+    if (s) s->abort_flag = flag;
+}
+
+static size_t gdn_state_floats(const kz_seq *s) {
+    return (s->conv_per_layer + s->ssm_per_layer) * (size_t)s->m->hp.n_gdn_layers;
+}
+
+/* copy (save = 1) or restore (save = 0) GDN layer idx's conv + ssm state */
+static void gdn_state_copy(kz_seq *s, int idx, int save) {
+    const size_t nl = (size_t)s->m->hp.n_gdn_layers;
+    float *live[2] = {s->conv_state + (size_t)idx * s->conv_per_layer, s->ssm_state + (size_t)idx * s->ssm_per_layer};
+    float *bak[2] = {s->state_bak + (size_t)idx * s->conv_per_layer,
+                     s->state_bak + s->conv_per_layer * nl + (size_t)idx * s->ssm_per_layer};
+    const size_t len[2] = {s->conv_per_layer, s->ssm_per_layer};
+    for (int k = 0; k < 2; k++) {
+        if (save) memcpy(bak[k], live[k], len[k] * sizeof(float));
+        else memcpy(live[k], bak[k], len[k] * sizeof(float));
+    }
+}
+
+/* one chunk of n <= n_batch tokens at positions p0..; logits rows [lrow0, n) -> lout.
+ * Returns 0, or 1 when the abort flag stopped it (state as before the chunk). */
+static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lout, int lrow0) {
     const kz_model *m = s->m;
     const kz_hparams *hp = &m->hp;
     const int E = hp->n_embd;
@@ -606,13 +652,32 @@ static void forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *l
             kz_rope_table(s->rope + (size_t)t * hp->n_rot, hp->n_rot, p0 + t, hp->rope_base,
                           hp->arch == KZ_ARCH_QWEN35 ? s->rope_use_pos : NULL);
     prof(s, KZ_PROF_EMBED);
+    /* decode steps are not split: a cancel waits for at most one of them */
+    const int abortable = s->abort_flag && n > 1 && (s->state_bak || !gdn_state_floats(s));
+    int n_saved = 0; /* GDN layers whose state this chunk changed (they run in state_idx order) */
+    s->chunk_abort = abortable ? s->abort_flag : NULL;
+#define KZ_ABORT_POINT                                                           \
+    if (chunk_aborted(s)) {                                                      \
+        for (int k = 0; k < n_saved; k++) gdn_state_copy(s, k, 0);               \
+        s->chunk_abort = NULL;                                                   \
+        return 1;                                                                \
+    }
     for (int il = 0; il < hp->n_layer; il++) {
         const kz_layer *ly = &m->layers[il];
+        KZ_ABORT_POINT
         run_norm(s, s->x, s->hn, ly->attn_norm, E, n);
         prof(s, KZ_PROF_NORM);
-        if (ly->is_gdn) layer_gdn(s, ly, n);
-        else layer_attn(s, ly, n, p0);
+        if (ly->is_gdn) {
+            if (abortable) {
+                gdn_state_copy(s, ly->state_idx, 1);
+                n_saved = ly->state_idx + 1;
+            }
+            layer_gdn(s, ly, n);
+        } else {
+            layer_attn(s, ly, n, p0);
+        }
         for (int t = 0; t < n; t++) kz_add(s->x + (size_t)t * E, s->out + (size_t)t * E, E);
+        KZ_ABORT_POINT
         run_norm(s, s->x, s->hn, ly->post_norm, E, n);
         prof(s, KZ_PROF_NORM);
         s->ld1 = s->ld2 = (size_t)hp->n_ff;
@@ -620,7 +685,7 @@ static void forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *l
         mm(s, &ly->ffn_up, s->hn, n, s->t2, s->ld2);
         prof(s, KZ_PROF_FFN);
         swiglu_task st = {s->t1, s->t2, s->ld1, s->ld2, hp->n_ff, n};
-        kz_pool_run(s->pool, swiglu_fn, &st);
+        run_task(s, swiglu_fn, &st);
         prof(s, KZ_PROF_FFN_ACT);
         mm(s, &ly->ffn_down, s->t1, n, s->out, (size_t)E);
         prof(s, KZ_PROF_FFN);
@@ -633,6 +698,10 @@ static void forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *l
         mm(s, &m->output, s->hn, nr, lout, (size_t)hp->n_vocab);
         prof(s, KZ_PROF_HEAD);
     }
+    KZ_ABORT_POINT /* a cancel during the LM head: its logits were skipped */
+    s->chunk_abort = NULL;
+    return 0;
+#undef KZ_ABORT_POINT
 }
 
 int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float *logits,
@@ -648,6 +717,14 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
         seterr(err, errlen, "context full: %d tokens in the sequence + %d new > n_ctx %d", s->n_past, n, s->n_ctx);
         return -1;
     }
+    if (s->abort_flag && n > 1 && !s->state_bak && gdn_state_floats(s)) {
+        s->state_bak = malloc(gdn_state_floats(s) * sizeof(float));
+        if (!s->state_bak) {
+            seterr(err, errlen, "out of memory for the %.1f MiB cancel copy of the recurrent state",
+                   gdn_state_floats(s) * sizeof(float) / 1048576.0);
+            return -1;
+        }
+    }
     if (s->prof_on) {
         s->prof_t = prof_now();
         s->prof.tokens += n;
@@ -661,7 +738,10 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
             if (want_all) { lout = logits + (size_t)i0 * m->hp.n_vocab; lrow0 = 0; }
             else if (i0 + nb == n) { lout = logits; lrow0 = nb - 1; }
         }
-        forward_chunk(s, tokens + i0, nb, s->n_past, lout, lrow0);
+        if (forward_chunk(s, tokens + i0, nb, s->n_past, lout, lrow0)) {
+            seterr(err, errlen, "cancelled after %d of %d tokens", i0, n);
+            return KZ_FWD_ABORTED;
+        }
         s->n_past += nb;
     }
     return 0;

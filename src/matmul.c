@@ -8,6 +8,7 @@
  * whatever the tiling (see kz_qtraits), so results are identical across thread counts and
  * batch sizes. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "quant.h"
@@ -39,6 +40,7 @@ typedef struct {
     float *y;
     int64_t ldy;
     int64_t n_chunk; /* conversion chunks per row */
+    const atomic_int *abort; /* prefill: stop between tiles once non-zero (output dropped) */
 } mm_task;
 
 static void conv_chunks(const mm_task *t, int64_t lo, int64_t hi) {
@@ -73,6 +75,7 @@ static void dot_task(void *arg, int ith, int nth) {
         return;
     }
     for (int64_t r0 = r_lo; r0 < r_hi; r0 += MM_RB) {
+        if (t->abort && atomic_load_explicit(t->abort, memory_order_relaxed)) return;
         const int64_t nr = r_hi - r0 < MM_RB ? r_hi - r0 : MM_RB;
         for (int t0 = 0; t0 < t->n_tok; t0 += MM_TB) {
             const int nt = t->n_tok - t0 < MM_TB ? t->n_tok - t0 : MM_TB;
@@ -84,6 +87,11 @@ static void dot_task(void *arg, int ith, int nth) {
 
 void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy,
                void *work) {
+    kz_matmul_abortable(pool, w, x, n_tok, y, ldy, work, NULL);
+}
+
+void kz_matmul_abortable(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y,
+                         int64_t ldy, void *work, const atomic_int *abort) {
     if (!w || n_tok <= 0) return;
     const kz_qtraits *wt = kz_qtraits_get(w->type);
     if (!wt || w->n_in % wt->blck || w->row_bytes < (size_t)(w->n_in / wt->blck) * wt->bytes) {
@@ -92,7 +100,7 @@ void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float
             for (int64_t o = 0; o < w->n_out; o++) y[(int64_t)tok * ldy + o] = NAN;
         return;
     }
-    mm_task t = { .wt = wt, .at = kz_qtraits_get(wt->act_type), .w = w, .x = x, .n_tok = n_tok,
+    mm_task t = { .wt = wt, .at = kz_qtraits_get(wt->act_type), .w = w, .x = x, .n_tok = n_tok, .abort = abort,
                   .y = y, .ldy = ldy };
     if (w->type == KZ_T_F32) {
         t.act = (const uint8_t *)x;

@@ -131,8 +131,18 @@ int kz_mkmodel_file_type(uint32_t wtype) {
     case KZ_T_F32: return 0;
     case KZ_T_F16: return 1;
     case KZ_T_Q4_0: return 2;
+    case KZ_T_Q4_1: return 3;
+    case KZ_T_Q5_0: return 8;
+    case KZ_T_Q5_1: return 9;
+    case KZ_T_IQ4_NL: return 25;
     case KZ_T_Q8_0: return 7;
     case KZ_T_BF16: return 32;
+    case KZ_T_Q4_K: return 14;
+    case KZ_T_Q5_K: return 16;
+    case KZ_T_Q6_K: return 18;
+    case KZ_T_Q2_K: return 10;   /* MOSTLY_Q2_K */
+    case KZ_T_Q3_K: return 12;   /* MOSTLY_Q3_K_M (pure Q3_K here) */
+    case KZ_T_IQ4_XS: return 30; /* MOSTLY_IQ4_XS */
     }
     return -1;
 }
@@ -174,8 +184,8 @@ static int check_cfg(const kz_mkmodel_cfg *c, char *err, size_t errlen) {
         seterr(err, errlen, "n_rot = %d must be even and <= head_dim = %d", c->n_rot, c->head_dim);
         return -1;
     }
-    if (kz_mkmodel_file_type(c->wtype) < 0) {
-        seterr(err, errlen, "matrix type %s is not supported (use f32, f16, bf16, q8_0 or q4_0)", tyname(c->wtype));
+    if (!c->mix && kz_mkmodel_file_type(c->wtype) < 0) {
+        seterr(err, errlen, "matrix type %s is not supported (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k or iq4_xs)", tyname(c->wtype));
         return -1;
     }
     if (!(c->rms_eps > 0) || !(c->rope_base > 0)) {
@@ -250,19 +260,50 @@ static void add(tlist *L, const char *name, uint32_t n_dims, int64_t ne0, int64_
     t->scale = 1.0f;
 }
 
-/* a weight matrix [n_in, n_out] in the requested type; 32-element block types need
- * n_in % 32 == 0, otherwise F16 like llama-quantize's fallback */
-static void mat_s(tlist *L, const char *name, int64_t n_in, int64_t n_out, float scale) {
-    uint32_t ty = L->cfg->wtype;
-    const kz_type_info *ti = kz_type_get(ty);
-    if (ti && n_in % ti->blck) {
-        if (L->cfg->log)
-            fprintf(L->cfg->log, "note: %s: row length %lld is not a multiple of %u, written as F16 instead of %s\n",
-                    name, (long long)n_in, ti->blck, ti->name);
-        ty = KZ_T_F16;
-        L->n_fallback++;
+/* llama-quantize's choice for Q4_K_M (llama_tensor_get_type, as the llama.cpp behind
+ * llama-cpp-python 0.3.x picks it, checked by tests/py/test_kquant_model.py): the LM head
+ * (output.weight, or token_embd when tied) Q6_K; attn_v / attn_qkv (one counter) and ffn_down
+ * Q6_K in the layers use_more_bits selects (first and last eighth, every third between),
+ * everything else 2-D Q4_K (the GDN ssm_alpha / ssm_beta too). */
+static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+static uint32_t q4km_type(const kz_mkmodel_cfg *c, const char *name) {
+    const int n_blk = c->n_layer + (!strcmp(c->arch, "qwen35") ? c->n_nextn : 0);
+    if (!strcmp(name, "output.weight") || (c->tied && !strcmp(name, "token_embd.weight"))) return KZ_T_Q6_K;
+    int il = -1, off = 0;
+    if (sscanf(name, "blk.%d.%n", &il, &off) == 1 && off > 0) {
+        const char *sfx = name + off;
+        if ((!strcmp(sfx, "attn_v.weight") || !strcmp(sfx, "attn_qkv.weight") || !strcmp(sfx, "ffn_down.weight")) &&
+            use_more_bits(il, n_blk))
+            return KZ_T_Q6_K;
     }
-    add(L, name, 2, n_in, n_out, ty, K_MAT);
+    return KZ_T_Q4_K;
+}
+
+/* the type of a weight matrix with rows of n_in: the requested type (or the Q4_K_M mix's);
+ * when n_in is not a whole number of blocks, llama-quantize's fallback: K-quants Q4_K ->
+ * Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0 (Q8_0 where this build has no Q5_0 / Q5_1 kernels yet),
+ * 32-element types -> F16 */
+static uint32_t mat_type(tlist *L, const char *name, int64_t n_in) {
+    const kz_mkmodel_cfg *c = L->cfg;
+    uint32_t ty = c->mix ? q4km_type(c, name) : c->wtype;
+    const kz_type_info *ti = kz_type_get(ty);
+    if (!ti || n_in % ti->blck == 0) return ty;
+    uint32_t fb = KZ_T_F16;
+    if (ty == KZ_T_Q4_K) fb = KZ_T_Q5_0;
+    else if (ty == KZ_T_Q5_K) fb = KZ_T_Q5_1;
+    else if (ty == KZ_T_Q6_K) fb = KZ_T_Q8_0;
+    else if (ty == KZ_T_Q2_K || ty == KZ_T_Q3_K || ty == KZ_T_IQ4_XS) fb = KZ_T_IQ4_NL; /* llama-quantize */
+    if (fb != KZ_T_F16 && (n_in % 32 || !kz_type_compute_ok(fb))) fb = n_in % 32 ? KZ_T_F16 : KZ_T_Q8_0;
+    if (c->log)
+        fprintf(c->log, "note: %s: row length %lld is not a multiple of %u, written as %s instead of %s\n", name,
+                (long long)n_in, ti->blck, tyname(fb), ti->name);
+    L->n_fallback++;
+    return fb;
+}
+
+/* a weight matrix [n_in, n_out] */
+static void mat_s(tlist *L, const char *name, int64_t n_in, int64_t n_out, float scale) {
+    add(L, name, 2, n_in, n_out, mat_type(L, name, n_in), K_MAT);
     if (!L->oom) L->t[L->n - 1].scale = scale;
 }
 static void mat(tlist *L, const char *name, int64_t n_in, int64_t n_out) { mat_s(L, name, n_in, n_out, 1.0f); }
@@ -324,8 +365,11 @@ static void build_tensors(tlist *L, const kz_mkmodel_cfg *c, int n_vocab) {
             tie(L, key_dim);
             vec(L, NM("blk.%d.ssm_dt.bias", il), hv, K_DT_BIAS);
             vec(L, NM("blk.%d.ssm_a", il), hv, K_SSM_A);
-            add(L, NM("blk.%d.ssm_beta.weight", il), 2, d, hv, KZ_T_F32, K_MAT_F32);
-            add(L, NM("blk.%d.ssm_alpha.weight", il), 2, d, hv, KZ_T_F32, K_MAT_F32);
+            /* F32 as the converter writes them; llama-quantize's Q4_K_M quantizes them too */
+            NM("blk.%d.ssm_beta.weight", il);
+            add(L, nm, 2, d, hv, c->mix ? mat_type(L, nm, d) : KZ_T_F32, K_MAT_F32);
+            NM("blk.%d.ssm_alpha.weight", il);
+            add(L, nm, 2, d, hv, c->mix ? mat_type(L, nm, d) : KZ_T_F32, K_MAT_F32);
             vec(L, NM("blk.%d.ssm_norm.weight", il), v_dim, K_NORM);
             mat_s(L, NM("blk.%d.ssm_out.weight", il), c->ssm_d_inner, d, rs);
         }
@@ -652,7 +696,7 @@ static int write_kvs(kz_gguf_writer *w, const kz_mkmodel_cfg *c) {
     rc |= kz_gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps);
     rc |= kz_gguf_w_u32(w, K("attention.key_length"), (uint32_t)c->head_dim);
     rc |= kz_gguf_w_u32(w, K("attention.value_length"), (uint32_t)c->head_dim);
-    rc |= kz_gguf_w_u32(w, "general.file_type", (uint32_t)kz_mkmodel_file_type(c->wtype));
+    rc |= kz_gguf_w_u32(w, "general.file_type", c->mix ? 15u /* MOSTLY_Q4_K_M */ : (uint32_t)kz_mkmodel_file_type(c->wtype));
     if (q35) {
         rc |= kz_gguf_w_u32(w, K("ssm.conv_kernel"), (uint32_t)c->ssm_d_conv);
         rc |= kz_gguf_w_u32(w, K("ssm.state_size"), (uint32_t)c->ssm_d_state);
@@ -795,7 +839,7 @@ int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, siz
         goto done;
     }
     if (cfg->log && L.n_fallback)
-        fprintf(cfg->log, "note: %d matri%s written as F16 (row length not a multiple of 32)\n", L.n_fallback,
+        fprintf(cfg->log, "note: %d matri%s written in a fallback type (row length not a multiple of the block)\n", L.n_fallback,
                 L.n_fallback == 1 ? "x" : "ces");
     rc = 0;
 done:

@@ -39,7 +39,9 @@ typedef struct {
     const char *vocab_path; /* vocab-only GGUF (tokenizer.* kvs); NULL = synthetic byte vocab */
     int n_threads;          /* 0 = all CPUs (capped at 8) */
     FILE *log;              /* notes such as type fallbacks; NULL = quiet */
+    int mix;                /* KZ_MKMODEL_MIX_Q4_K_M: llama.cpp's Q4_K_M per-tensor mix (wtype ignored) */
 } kz_mkmodel_cfg;
+#define KZ_MKMODEL_MIX_Q4_K_M 1
 
 /* Fill cfg with a preset: qwen35-0.8b, qwen35-2b, qwen35-4b, qwen35-9b, qwen3-4b,
  * qwen35-tiny, qwen3-tiny. Type defaults to F16, seed 1. Returns 0, or -1 if unknown. */
@@ -50,6 +52,6 @@ const char *const *kz_mkmodel_preset_names(void);
  * file is removed). */
 int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, size_t errlen);
 /* llama.cpp general.file_type for a matrix type (ALL_F32 0, MOSTLY_F16 1, Q4_0 2, Q8_0 7,
- * BF16 32); -1 if the type cannot be used for matrices */
+ * BF16 32, Q4_K 14 (Q4_K_S), Q5_K 16 (Q5_K_S), Q6_K 18); -1 if the type cannot be used for matrices */
 int kz_mkmodel_file_type(uint32_t wtype);
 #endif

@@ -2,6 +2,7 @@
 #ifndef KZ_MODEL_H
 #define KZ_MODEL_H
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include "../include/kazeia.h"
 #include "gguf.h"
@@ -106,7 +107,12 @@ const char *kz_prof_name(int part);
 void kz_profile_print(const kz_profile *p, FILE *f);
 
 /* Append n tokens (any n >= 1; split internally into n_batch chunks).
- * logits: NULL, or want_all ? n*n_vocab : n_vocab floats. 0 ok, -1 error (message in err). */
+ * logits: NULL, or want_all ? n*n_vocab : n_vocab floats. 0 ok, -1 error (message in err),
+ * KZ_FWD_ABORTED when the abort flag stopped a chunk: n_past then counts the chunks before it
+ * and the state is exactly that of those tokens. */
+#define KZ_FWD_ABORTED (-2)
+/* flag checked inside prefill chunks (n > 1); NULL disables. Must outlive its use. */
+void kz_seq_set_abort(kz_seq *s, const atomic_int *flag);
 int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float *logits,
                int want_all, char *err, size_t errlen);
 #endif

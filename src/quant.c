@@ -314,6 +314,11 @@ const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type) {
     }
     for (size_t i = 0; i < N_TYPES; i++)
         if (tab[i].type == type) return &tab[i];
+    /* the other types live in their family files, each with its own per-level tables */
+    const kz_qtraits *t;
+    if ((t = kz_qtraits_act(isa, type)) || (t = kz_qtraits_legacy(isa, type)) ||
+        (t = kz_qtraits_kquant(isa, type)) || (t = kz_qtraits_kquant2(isa, type)))
+        return t;
     return NULL;
 }
 
@@ -325,7 +330,10 @@ static size_t tr_bytes(const kz_qtraits *t, int64_t n) {
     return (size_t)(n / t->blck) * t->bytes;
 }
 
-int kz_type_compute_ok(uint32_t type) { return kz_qtraits_get(type) != NULL; }
+int kz_type_compute_ok(uint32_t type) {
+    const kz_qtraits *t = kz_qtraits_get(type);
+    return t && t->vec_dot; /* activation-only types (Q8_1, Q8_K) have no weight dot */
+}
 
 int kz_dequant_row(uint32_t type, const void *src, float *dst, int64_t n) {
     const kz_qtraits *t = kz_qtraits_get(type);
@@ -361,6 +369,6 @@ void kz_act_convert(uint32_t wtype, const float *x, void *dst, int64_t n) {
 
 float kz_vec_dot(uint32_t wtype, const void *wrow, const void *act, int64_t n) {
     const kz_qtraits *t = kz_qtraits_get(wtype);
-    if (!t || n < 0 || n % t->blck) return NAN;
+    if (!t || !t->vec_dot || n < 0 || n % t->blck) return NAN;
     return t->vec_dot(wrow, act, n);
 }

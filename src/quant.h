@@ -4,6 +4,7 @@
  * Q8_0/Q4_0 -> Q8_0 blocks), then each row dot is computed in that domain. */
 #ifndef KZ_QUANT_H
 #define KZ_QUANT_H
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "threadpool.h"
@@ -38,6 +39,10 @@ typedef struct {
 size_t kz_matmul_work_bytes(const kz_wmat *w, int n_tok);
 void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy,
                void *work);
+/* same; when abort is non-NULL and becomes non-zero, threads stop between row blocks and Y is
+ * left partly written (the caller drops it: a cancelled prefill chunk) */
+void kz_matmul_abortable(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y,
+                         int64_t ldy, void *work, const atomic_int *abort);
 
 /* ---- kernel table (internal; the one place where per-ISA variants get selected) ----
  * One entry per compute type: block geometry, dequantize, quantize (the reference one, or a
@@ -63,6 +68,18 @@ const kz_qtraits *kz_qtraits_get(uint32_t type);
 /* the entry of one ISA level (an int holding a kz_isa); NULL if the type is unsupported or the
  * level is not available on this CPU/build (tests compare every level with KZ_ISA_SCALAR) */
 const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type);
+
+/* Type families outside quant.c, each in its own files with its own per-level tables:
+ *   quant_act.c     Q8_1, Q8_K (activation-only: dequant + quant, vec_dot/gemm NULL)
+ *   quant_legacy*.c Q4_1, Q5_0, Q5_1, IQ4_NL
+ *   quant_k*.c      Q4_K, Q5_K, Q6_K
+ *   quant_k2*.c     Q2_K, Q3_K, IQ4_XS
+ * Each returns its entry for (isa, type), NULL if the type is not one of its own. quant.c
+ * calls them only with a level that kz_isa_available() accepted. */
+const kz_qtraits *kz_qtraits_act(int isa, uint32_t type);
+const kz_qtraits *kz_qtraits_legacy(int isa, uint32_t type);
+const kz_qtraits *kz_qtraits_kquant(int isa, uint32_t type);
+const kz_qtraits *kz_qtraits_kquant2(int isa, uint32_t type);
 
 /* Q4_0 reference quantizer with an explicit rounding mode: fused = 0 computes
  * (float)(x*id) + 8.5f with two roundings (what kz_quant_row uses; bit-identical to gguf-py and

@@ -46,6 +46,115 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(h03, h47, 0x20), _mm256_permute2x128_si256(h03, h47, 0x31));
 }
 
+
+/* ---------------- AVX-512 VNNI Q4_0 GEMM (prefill) ----------------
+ * Register tile 16 weight rows x 8 tokens, lane = weight row: for each block the 16 rows'
+ * nibble dwords are gathered once into 4 zmm (dword j of row r = nibbles of elements 4j..4j+3
+ * low, 16+4j.. high), then each token's 4 activation bytes are broadcast into VPDPBUSD, so
+ * the 32-element dot of a (row, token) pair builds up in one int32 lane with no horizontal sum.
+ * Unsigned nibbles u: sum((u - 8) * a) = sum(u * a) - 8 * sum(a), the correction precomputed per
+ * (token, block): exact integers. Float part per lane as the reference: acc += (float)sumi *
+ * (d_w * d_a), blocks in order, so every element equals dot_q4_0 bit for bit. Blocks are done in
+ * chunks (stack scratch); partial sums are kept in y between chunks (bit-exact round trip). */
+#define ZR_CH 128 /* blocks per chunk: 36 KiB of gathered weights + the corrections */
+#define ZR_TG 64  /* tokens per correction group */
+
+T_AVX512 KZ_INL int32_t zr_corr(const uint8_t *ab) {
+    const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(ab + 2)), _mm256_set1_epi8((char)0x80));
+    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
+    __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi64(h, _mm_unpackhi_epi64(h, h));
+    return -8 * (_mm_cvtsi128_si32(h) - 32 * 128);
+}
+
+static inline int32_t ld32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+T_AVX512 KZ_INL void zr_tile(int nbc, const uint8_t *pk, const uint8_t *const ap[8], const int32_t *const cp[8],
+                             __m512 acc[8]) {
+    const __m512i m = _mm512_set1_epi8(15);
+    for (int b = 0; b < nbc; b++) {
+        const uint8_t *p = pk + (size_t)b * 288;
+        __m512i wl[4], wh[4];
+        KZ_UNROLL(4)
+        for (int j = 0; j < 4; j++) {
+            const __m512i q = _mm512_loadu_si512((const void *)(p + 64 * j));
+            wl[j] = _mm512_and_si512(q, m);
+            wh[j] = _mm512_and_si512(_mm512_srli_epi32(q, 4), m);
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 256)));
+        KZ_UNROLL(8)
+        for (int t = 0; t < 8; t++) {
+            const uint8_t *ab = ap[t] + (size_t)b * 34;
+            __m512i s0 = _mm512_set1_epi32(cp[t][b]), s1 = _mm512_setzero_si512();
+            s0 = _mm512_dpbusd_epi32(s0, wl[0], _mm512_set1_epi32(ld32(ab + 2)));
+            s1 = _mm512_dpbusd_epi32(s1, wl[1], _mm512_set1_epi32(ld32(ab + 6)));
+            s0 = _mm512_dpbusd_epi32(s0, wl[2], _mm512_set1_epi32(ld32(ab + 10)));
+            s1 = _mm512_dpbusd_epi32(s1, wl[3], _mm512_set1_epi32(ld32(ab + 14)));
+            s0 = _mm512_dpbusd_epi32(s0, wh[0], _mm512_set1_epi32(ld32(ab + 18)));
+            s1 = _mm512_dpbusd_epi32(s1, wh[1], _mm512_set1_epi32(ld32(ab + 22)));
+            s0 = _mm512_dpbusd_epi32(s0, wh[2], _mm512_set1_epi32(ld32(ab + 26)));
+            s1 = _mm512_dpbusd_epi32(s1, wh[3], _mm512_set1_epi32(ld32(ab + 30)));
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(ld16(ab))));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc));
+        }
+    }
+}
+
+/* nt >= 8 expected (smaller batches are cheaper with the GEMV tiles) */
+T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
+                                  int64_t nt, float *y, int64_t ldy) {
+    const int64_t nb = n / 32;
+    uint8_t pk[ZR_CH * 288] __attribute__((aligned(64)));
+    int32_t corr[ZR_TG * ZR_CH];
+    for (int64_t tg = 0; tg < nt; tg += ZR_TG) {
+        const int ntg = nt - tg < ZR_TG ? (int)(nt - tg) : ZR_TG;
+        for (int64_t b0 = 0; b0 < nb; b0 += ZR_CH) {
+            const int nbc = nb - b0 < ZR_CH ? (int)(nb - b0) : ZR_CH;
+            for (int t = 0; t < ntg; t++) {
+                const uint8_t *at = a + (size_t)(tg + t) * as + (size_t)b0 * 34;
+                for (int b = 0; b < nbc; b++) corr[t * ZR_CH + b] = zr_corr(at + (size_t)b * 34);
+            }
+            for (int64_t r0 = 0; r0 < nr; r0 += 16) {
+                const int nv = nr - r0 < 16 ? (int)(nr - r0) : 16;
+                int32_t off[16];
+                for (int r = 0; r < 16; r++) off[r] = (int32_t)((size_t)(r < nv ? r : nv - 1) * ws);
+                const __m512i idx = _mm512_loadu_si512((const void *)off);
+                const uint8_t *base = w + (size_t)r0 * ws + (size_t)b0 * 18;
+                for (int b = 0; b < nbc; b++) {
+                    const uint8_t *src = base + (size_t)b * 18;
+                    uint8_t *dst = pk + (size_t)b * 288;
+                    KZ_UNROLL(4)
+                    for (int j = 0; j < 4; j++)
+                        _mm512_storeu_si512((void *)(dst + 64 * j), _mm512_i32gather_epi32(idx, (const void *)(src + 2 + 4 * j), 1));
+                    _mm256_storeu_si256((__m256i *)(dst + 256),
+                                        _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, (const void *)src, 1)));
+                }
+                const __mmask16 km = (__mmask16)((1u << nv) - 1u);
+                for (int t0 = 0; t0 < ntg; t0 += 8) {
+                    const int tv = ntg - t0 < 8 ? ntg - t0 : 8;
+                    const uint8_t *ap[8];
+                    const int32_t *cp[8];
+                    float *yp[8];
+                    __m512 acc[8];
+                    for (int t = 0; t < 8; t++) {
+                        const int tt = t0 + (t < tv ? t : tv - 1);
+                        ap[t] = a + (size_t)(tg + tt) * as + (size_t)b0 * 34;
+                        cp[t] = corr + tt * ZR_CH;
+                        yp[t] = y + (tg + tt) * ldy + r0;
+                        acc[t] = b0 ? _mm512_maskz_loadu_ps(km, yp[t]) : _mm512_setzero_ps();
+                    }
+                    zr_tile(nbc, pk, ap, cp, acc);
+                    for (int t = 0; t < tv; t++) _mm512_mask_storeu_ps(yp[t], km, acc[t]);
+                }
+            }
+        }
+    }
+}
+
 /* ---------------- integer kernels: two variants of one template ---------------- */
 
 #define QX(name) name##_avx2

@@ -73,6 +73,9 @@ QX_TGT KZ_INL __m256i QX(pdot)(const int q4, QX(wblk) w, QX(ablk) a) {
 QX_TGT KZ_INL __m256 QX(tile8x1)(const int q4, int64_t nb, const uint8_t *const w[8], const uint8_t *a) {
     const size_t wbs = q4 ? 18 : 34;
     __m256 acc = _mm256_setzero_ps();
+    /* the 8 rows' fp16 scales come in with one dword gather (offsets of rows from row 0) */
+    const __m256i idx = _mm256_setr_epi32(0, (int)(w[1] - w[0]), (int)(w[2] - w[0]), (int)(w[3] - w[0]),
+                                          (int)(w[4] - w[0]), (int)(w[5] - w[0]), (int)(w[6] - w[0]), (int)(w[7] - w[0]));
     for (int64_t b = 0; b < nb; b++) {
         const size_t o = (size_t)b * wbs;
         const uint8_t *ab = a + (size_t)b * 34;
@@ -81,9 +84,13 @@ QX_TGT KZ_INL __m256 QX(tile8x1)(const int q4, int64_t nb, const uint8_t *const 
         KZ_UNROLL(8)
         for (int r = 0; r < 8; r++) p[r] = QX(pdot)(q4, QX(wprep)(q4, w[r] + o), av);
         const __m256i si = x86_hsum8(p);
-        const __m128i dh = _mm_setr_epi16((short)ld16(w[0] + o), (short)ld16(w[1] + o), (short)ld16(w[2] + o),
-                                          (short)ld16(w[3] + o), (short)ld16(w[4] + o), (short)ld16(w[5] + o),
-                                          (short)ld16(w[6] + o), (short)ld16(w[7] + o));
+        const __m256i g = _mm256_i32gather_epi32((const int *)(const void *)(w[0] + o), idx, 1);
+#if QX_VNNI
+        const __m128i dh = _mm256_cvtepi32_epi16(g);
+#else
+        const __m256i gl = _mm256_and_si256(g, _mm256_set1_epi32(0xffff));
+        const __m128i dh = _mm_packus_epi32(_mm256_castsi256_si128(gl), _mm256_extracti128_si256(gl, 1));
+#endif
         const __m256 sc = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(_cvtsh_ss(ld16(ab))));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(si), sc));
     }
@@ -198,5 +205,11 @@ QX_TGT void QX_EXPORT(gemm_q8_0)(int64_t n, const void *w, size_t ws, int64_t nr
 }
 QX_TGT void QX_EXPORT(gemm_q4_0)(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as,
                                  int64_t nt, float *y, int64_t ldy) {
+#if QX_VNNI
+    if (nt >= 8) {
+        zr_gemm_q4_0(n, w, ws, nr, a, as, nt, y, ldy);
+        return;
+    }
+#endif
     QX(gemm)(1, n, w, ws, nr, a, as, nt, y, ldy);
 }

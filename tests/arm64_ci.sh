@@ -2,6 +2,7 @@
 # ARM64 check on an x86-64 host: cross-builds the tree with aarch64-linux-gnu-gcc into
 # build-arm64/ and runs the kernel tests under qemu-user:
 #   - test_quant once per ISA level (KZ_ISA=scalar, neon, dotprod, i8mm) on `-cpu max`
+#     and every tests/test_quant_<family>.c (each compares all levels with scalar itself);
 #     (matmul through the dispatched kernels of that level);
 #   - test_simd on `-cpu max` (every level vs scalar, greedy tokens across levels) and on
 #     cortex-a76 (dotprod, no i8mm) and cortex-a53 (plain NEON), so feature detection and the
@@ -30,9 +31,11 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
+# every quant kernel test: test_quant (core types) and one test_quant_<family> per type family
+QTESTS=$(for f in tests/test_quant*.c; do b=$(basename "$f" .c); printf '%s ' "$BUILD/$b"; done)
 echo "arm64_ci: cross-building into $BUILD/"
 if ! make -s CC=aarch64-linux-gnu-gcc BUILD="$BUILD" -j"$JOBS" \
-      "$BUILD/libkazeia.a" "$BUILD/test_quant" "$BUILD/test_simd" >/tmp/kz-arm64-build.log 2>&1; then
+      "$BUILD/libkazeia.a" $QTESTS "$BUILD/test_simd" >/tmp/kz-arm64-build.log 2>&1; then
   tail -30 /tmp/kz-arm64-build.log
   echo "arm64_ci: cross build failed (log: /tmp/kz-arm64-build.log)"
   echo "arm64: 0 passed, 1 failed"
@@ -61,6 +64,11 @@ run() { # run NAME CPU ENV... -- BINARY
 
 for isa in scalar neon dotprod i8mm; do
   run "test_quant-$isa" max KZ_ISA=$isa -- "$BUILD/test_quant"
+done
+# family tests compare every level with scalar themselves (bit for bit), in one run each
+for t in $QTESTS; do
+  [ "$(basename "$t")" = test_quant ] && continue
+  run "$(basename "$t")-max" max KZ_TEST_SMALL=1 -- "$t"
 done
 run test_simd-max max KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 run test_simd-cortex-a76 cortex-a76 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"

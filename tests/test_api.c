@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 #include "kt.h"
 #include "../include/kazeia.h"
@@ -293,6 +294,98 @@ static void test_cancel(kz_model *m, const char *arch) {
     kz_context_free(c);
 }
 
+/* cancel inside one long prefill chunk: forward.c stops at a layer boundary and rolls the chunk
+ * back, so the call returns CANCELLED holding only the chunks that completed (the system block),
+ * with a state byte-identical to a context that evaluated just those, and the next call
+ * reproduces the uncancelled output. Without the in-chunk check a cancel landing in the user
+ * chunk would finish it (n_prompt == whole prompt) — the test asserts that this did not happen. */
+typedef struct {
+    kz_context *c;
+    useconds_t delay;
+    double t_cancel;
+} delayed_cancel;
+
+static double mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static void *cancel_later(void *arg) {
+    delayed_cancel *d = arg;
+    usleep(d->delay);
+    d->t_cancel = mono_ms();
+    kz_cancel(d->c);
+    return NULL;
+}
+
+static void test_cancel_prefill(kz_model *m, const char *arch) {
+    static char user[8192];
+    static int32_t ref[MAXT], h[MAXT];
+    size_t ul = 0;
+    for (int i = 0; ul + 64 < sizeof user && i < 14; i++)
+        ul += (size_t)snprintf(user + ul, sizeof user - ul, "Line %d: the tide keeps time, %d gulls. ", i, 7 * i + 3);
+    kz_context_params p = kz_context_default_params();
+    p.n_ctx = 2048;
+    p.n_batch = 2048; /* the user part is one chunk */
+    p.n_threads = 1;
+    char err[256];
+    kz_context *c = kz_context_new(m, &p, err, sizeof err), *c2 = kz_context_new(m, &p, err, sizeof err);
+    CHECK(c && c2);
+    if (!c || !c2) { kz_context_free(c); kz_context_free(c2); return; }
+    sink s;
+    kz_stats st;
+    int nref, nh;
+    int rg = gen(c, SYS, user, 6, &s, &st, ref, &nref);
+    CHECKF(rg == 0, "%s: %s", arch, kz_context_error(c));
+    const int n_prompt = st.n_prompt, sys_len = sys_block_len(m);
+    const double t_pf = st.t_prefill_ms;
+    CHECK(n_prompt > 300 && sys_len > 0);
+    int mid = 0, trials = 0;
+    double worst_lat = 0;
+    for (int k = 1; k <= 4; k++) {
+        kz_context_free(c); /* fresh context: no snapshot, the whole prompt is prefilled */
+        c = kz_context_new(m, &p, err, sizeof err);
+        if (!c) break;
+        delayed_cancel d = {c, (useconds_t)(t_pf * 1e3 * (2 * k - 1) / 9.0), 0};
+        pthread_t th;
+        pthread_create(&th, NULL, cancel_later, &d);
+        int r = kz_generate(c, SYS, user, 6, NULL, NULL, &st);
+        double t_ret = mono_ms();
+        pthread_join(th, NULL);
+        CHECK(r == 0);
+        if (st.stop != KZ_STOP_CANCELLED) continue; /* the cancel came after the generation */
+        trials++;
+        const int past = kz_context_n_past(c);
+        CHECKF(past == st.n_prompt, "%s: n_past %d, stats say %d prompt tokens", arch, past, st.n_prompt);
+        CHECKF(past == 0 || past == sys_len || past >= n_prompt, "%s: n_past %d is not a chunk boundary", arch, past);
+        if (past < n_prompt) {
+            if (t_ret > d.t_cancel && t_ret - d.t_cancel > worst_lat) worst_lat = t_ret - d.t_cancel;
+            if (past == sys_len) mid++;
+            /* the state equals that of a context which evaluated exactly those tokens */
+            kz_context_reset(c2);
+            if (past > 0) CHECK(kz_eval(c2, ref, past, NULL, 0) == 0);
+            size_t n1 = kz_state_size(c), n2 = kz_state_size(c2);
+            unsigned char *b1 = malloc(n1 ? n1 : 1), *b2 = malloc(n2 ? n2 : 1);
+            CHECK(b1 && b2 && n1 == n2);
+            if (b1 && b2 && n1 == n2) {
+                CHECK(kz_state_save(c, b1, n1) == n1 && kz_state_save(c2, b2, n2) == n2);
+                CHECKF(!memcmp(b1, b2, n1), "%s: state after a cancelled chunk differs from the prefix state", arch);
+            }
+            free(b1);
+            free(b2);
+        }
+        /* reusable: the next call gives the uncancelled output */
+        CHECK(gen(c, SYS, user, 6, &s, &st, h, &nh) == 0);
+        CHECK(nh == nref && !memcmp(h, ref, (size_t)nh * 4));
+    }
+    printf("%s: prefill of %d tokens %.1f ms; %d cancels landed in the prompt, %d inside the user chunk "
+           "(worst cancel-to-return %.2f ms)\n", arch, n_prompt, t_pf, trials, mid, worst_lat);
+    CHECKF(mid > 0, "%s: no cancel stopped the %d-token user chunk early", arch, n_prompt - sys_len);
+    kz_context_free(c);
+    kz_context_free(c2);
+}
+
 static void test_limits(kz_model *m, const char *arch) {
     sink s;
     kz_stats st;
@@ -470,6 +563,7 @@ int main(void) {
         test_greedy(m, arch);
         test_seeds(m, arch);
         test_cancel(m, arch);
+        test_cancel_prefill(m, arch);
         test_limits(m, arch);
         test_prompt_tokens(m, arch, k == 0);
         kz_model_free(m);

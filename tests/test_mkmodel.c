@@ -225,7 +225,7 @@ int main(void) {
         if (i == 0) c.n_head_kv = 3;
         if (i == 1) c.ssm_dt_rank = 3, c.ssm_d_inner = 96;
         if (i == 2) strcpy(c.arch, "llama");
-        if (i == 3) c.wtype = KZ_T_Q4_K;
+        if (i == 3) c.wtype = KZ_T_IQ2_XXS;
         if (i == 4) c.n_vocab = 100;
         if (i == 5) c.n_rot = 65;
         unlink(p3);

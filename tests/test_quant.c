@@ -171,12 +171,14 @@ static void test_roundtrip(void) {
             }
         }
     }
-    /* unsupported types are refused */
-    float f[32] = { 1 };
-    uint8_t q[64];
+    /* unsupported types are refused (IQ2_XXS: no kernels planned; K-quants have their own
+     * tests in test_quant_k.c), and K-quant rows must be whole 256-element blocks */
+    float f[256] = { 1 };
+    uint8_t q[256];
+    CHECK(kz_quant_row(KZ_T_IQ2_XXS, f, q, 256) == 0);
+    CHECK(kz_dequant_row(KZ_T_IQ2_XXS, q, f, 256) == -1);
     CHECK(kz_quant_row(KZ_T_Q4_K, f, q, 32) == 0);
-    CHECK(kz_dequant_row(KZ_T_Q6_K, q, f, 256) == -1);
-    CHECK(!kz_type_compute_ok(KZ_T_Q4_K) && kz_type_compute_ok(KZ_T_Q4_0) && kz_type_compute_ok(KZ_T_BF16));
+    CHECK(!kz_type_compute_ok(KZ_T_IQ2_XXS) && kz_type_compute_ok(KZ_T_Q4_0) && kz_type_compute_ok(KZ_T_BF16));
 }
 
 /* ---- known small cases (exact) ---- */
@@ -308,7 +310,7 @@ static void test_vec_dot(void) {
     kz_quant_row(KZ_T_Q8_0, a, qa, 64);
     kz_act_convert(KZ_T_Q8_0, b, qb, 64);
     CHECKF(kz_vec_dot(KZ_T_Q8_0, qa, qb, 64) == (float)want, "%g vs %lld", kz_vec_dot(KZ_T_Q8_0, qa, qb, 64), want);
-    CHECK(isnan(kz_vec_dot(KZ_T_Q4_K, qa, qb, 256)));
+    CHECK(isnan(kz_vec_dot(KZ_T_IQ2_XXS, qa, qb, 256)));
 }
 
 /* ---- matmul: per-row vec_dot reference, bit-identical across thread counts ---- */
@@ -390,7 +392,7 @@ static void test_matmul(void) {
     {
         uint8_t wq[4 * 18] = { 0 };
         float x[64] = { 1 }, y[4];
-        kz_wmat bad[3] = { { KZ_T_Q4_K, 256, 1, 144, wq }, { KZ_T_Q4_0, 48, 1, 27, wq }, { KZ_T_Q4_0, 64, 2, 18, wq } };
+        kz_wmat bad[3] = { { KZ_T_IQ2_XXS, 256, 1, 66, wq }, { KZ_T_Q4_0, 48, 1, 27, wq }, { KZ_T_Q4_0, 64, 2, 18, wq } };
         for (int i = 0; i < 3; i++) {
             y[0] = y[1] = 0;
             kz_matmul(pools[1], &bad[i], x, 1, y, 2, wq);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "mkmodel.h"
@@ -13,7 +14,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kz-mkmodel [--arch qwen35|qwen3] [--preset NAME] [--type f32|f16|bf16|q8_0|q4_0]\n"
+            "usage: kz-mkmodel [--arch qwen35|qwen3] [--preset NAME] [--type f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs|q4_k_m]\n"
             "                  [--vocab VOCAB.gguf] [--seed N] [overrides] -o OUT.gguf\n"
             "presets:");
     for (const char *const *p = kz_mkmodel_preset_names(); *p; p++) fprintf(f, " %s", *p);
@@ -135,9 +136,11 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    int t = kz_type_from_name(type);
+    /* q4_k_m: llama-quantize's Q4_K_M per-tensor mix (Q4_K, Q6_K where it uses more bits) */
+    c.mix = !strcasecmp(type, "q4_k_m") ? KZ_MKMODEL_MIX_Q4_K_M : 0;
+    int t = c.mix ? (int)KZ_T_Q4_K : kz_type_from_name(type);
     if (t < 0 || kz_mkmodel_file_type((uint32_t)t) < 0) {
-        fprintf(stderr, "kz-mkmodel: --type %s is not one of f32, f16, bf16, q8_0, q4_0\n", type);
+        fprintf(stderr, "kz-mkmodel: --type %s is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, q4_k_m\n", type);
         return 2;
     }
     c.wtype = (uint32_t)t;

@@ -354,13 +354,34 @@ class Report:
 # ---------------------------------------------------------------------------------------------
 # llama.cpp (llama-cpp-python) on the same GGUF files
 
+def lc_llama(model_path, **kw):
+    """llama_cpp.Llama with the CPU "extra buffer" types (runtime repack, AMX) off: the plain
+    ggml_vec_dot path is the reference these tests want, and a llama-cpp-python built with
+    GGML_NATIVE on an AMX host segfaults in ggml_backend_amx_mul_mat when the sandbox does not
+    grant AMX tiles (seen with 0.3.36). The bench (bench/compare_llamacpp.py) keeps them on."""
+    import llama_cpp
+    import llama_cpp.llama_cpp as lcc
+    orig = lcc.llama_model_default_params
+
+    def plain():
+        p = orig()
+        p.use_extra_bufts = False
+        return p
+
+    lcc.llama_model_default_params = plain
+    try:
+        return llama_cpp.Llama(model_path=str(model_path), **kw)
+    finally:
+        lcc.llama_model_default_params = orig
+
+
 def lc_logits(model, tokens, prefill=None, threads=THREADS):
     """All-position logits from llama.cpp: `prefill` tokens in one batch, then one at a time
     (same schedule as kz_logits). KV cache in F32 so only weights/activations differ."""
     import llama_cpp
     n = len(tokens)
     prefill = n if prefill is None else prefill
-    llm = llama_cpp.Llama(model_path=str(model), n_ctx=((n + 15) // 16) * 16 + 16, n_batch=max(prefill, 1),
+    llm = lc_llama(model, n_ctx=((n + 15) // 16) * 16 + 16, n_batch=max(prefill, 1),
                           n_ubatch=max(prefill, 1), logits_all=True, n_threads=threads, n_threads_batch=threads,
                           type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32, verbose=False)
     try:

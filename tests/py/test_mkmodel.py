@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import gguf
+import kzutil
 from gguf import GGMLQuantizationType as QT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +198,7 @@ def test_deterministic_and_bad_args(tmp_path):
     a, _ = mk(tmp_path, "a.gguf", "--preset", "qwen3-tiny", "--type", "q4_0", "--threads", "1")
     b, _ = mk(tmp_path, "b.gguf", "--preset", "qwen3-tiny", "--type", "q4_0", "--threads", "3")
     assert a.read_bytes() == b.read_bytes()
-    for args, needle in [(["--type", "q4_k"], "--type"), (["--preset", "nope"], "unknown preset"),
+    for args, needle in [(["--type", "iq2_xxs"], "--type"), (["--preset", "nope"], "unknown preset"),
                          (["--arch", "qwen3", "--preset", "qwen35-tiny"], "arch"), (["--n-head-kv", "3"], "n_head_kv"),
                          (["--n-embd", "x"], "--n-embd")]:
         r = subprocess.run([str(MK), *args, "-o", str(tmp_path / "bad.gguf")], capture_output=True, text=True)
@@ -206,8 +207,7 @@ def test_deterministic_and_bad_args(tmp_path):
 
 
 def llama_logits(path, toks):
-    import llama_cpp
-    m = llama_cpp.Llama(model_path=str(path), n_ctx=128, logits_all=True, verbose=False, n_threads=2)
+    m = kzutil.lc_llama(path, n_ctx=128, logits_all=True, verbose=False, n_threads=2)
     m.eval(toks)
     return m, np.array(m.scores[: len(toks)])
 
@@ -304,8 +304,7 @@ def test_vocab_file_copied_and_padded(tmp_path):
         for k in set(src) - {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type"}:
             assert kv[k] == src[k], k
         assert kv["qwen3.embedding_length"] == 256 and kv["general.architecture"] == "qwen3"
-        import llama_cpp
-        m = llama_cpp.Llama(model_path=str(out), n_ctx=64, verbose=False, n_threads=1)
+        m = kzutil.lc_llama(out, n_ctx=64, verbose=False, n_threads=1)
         assert m.n_vocab() == n_vocab
         assert m.tokenize(text.encode(), add_bos=False, special=True) == hf.encode(text).ids
     # a vocab larger than --n-vocab is refused

@@ -1,0 +1,125 @@
+/* Activation-only block types: Q8_1 (for Q4_1 / Q5_1 weights) and Q8_K (for the K-quants and
+ * IQ4_XS). Weights are never stored in them, so they have a quantizer (what the activation row
+ * is converted with) and a dequantizer (for tests), but no weight dot.
+ *
+ *   Q8_1 (36 B / 32): fp16 d, fp16 s = d * sum(qs), int8 qs[32]     (ggml block_q8_1)
+ *   Q8_K (292 B / 256): f32 d, int8 qs[256], int16 bsums[16]        (ggml block_q8_K)
+ * The quantizers follow ggml's reference ones (quantize_row_q8_1_ref / q8_K_ref), so a dot
+ * with them gives what llama.cpp's generic CPU path gives. SIMD levels use the same scalar
+ * quantizer: it runs once per activation row, not per weight row. */
+#include <math.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "quant.h"
+#include "quant_act.h"
+#include "types.h"
+
+static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[1] = (uint8_t)(v >> 8); }
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+/* round half to even through the 1.5*2^23 trick of ggml's nearest_int, valid for |v| <= 2^22;
+ * NaN or out-of-range inputs give some value that the callers clamp (no UB either way) */
+static inline int nearest_int(float v) {
+    float f = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &f, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static inline int8_t round_away_clamp(float v) { /* roundf, NaN -> 0 */
+    if (!(v == v)) return 0;
+    float r = roundf(v);
+    if (r > 127.0f) r = 127.0f;
+    if (r < -127.0f) r = -127.0f;
+    return (int8_t)r;
+}
+
+size_t kz_quant_q8_1(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t ib = 0; ib < n / 32; ib++, b += KZ_Q8_1_BYTES) {
+        const float *x = src + ib * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            float a = fabsf(x[j]);
+            if (a > amax) amax = a;
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int8_t *qs = (int8_t *)(b + 4);
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            qs[j] = round_away_clamp(x[j] * id);
+            sum += qs[j];
+        }
+        wr16(b, kz_f32_to_fp16(d));
+        wr16(b + 2, kz_f32_to_fp16((float)sum * d));
+    }
+    return (size_t)(n / 32) * KZ_Q8_1_BYTES;
+}
+
+static void dq_q8_1(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t ib = 0; ib < n / 32; ib++, b += KZ_Q8_1_BYTES) {
+        const float d = kz_fp16_to_f32(rd16(b));
+        const int8_t *qs = (const int8_t *)(b + 4);
+        for (int j = 0; j < 32; j++) dst[ib * 32 + j] = (float)qs[j] * d;
+    }
+}
+
+size_t kz_quant_q8_K(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t ib = 0; ib < n / 256; ib++, b += KZ_Q8_K_BYTES) {
+        const float *x = src + ib * 256;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 256; j++) {
+            float a = fabsf(x[j]);
+            if (a > amax) {
+                amax = a;
+                max = x[j];
+            }
+        }
+        int8_t *qs = (int8_t *)(b + 4);
+        float d = 0.0f;
+        if (amax != 0.0f) {
+            const float iscale = -127.0f / max;
+            for (int j = 0; j < 256; j++) {
+                int v = nearest_int(iscale * x[j]);
+                qs[j] = (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+            }
+            d = 1.0f / iscale;
+        } else {
+            memset(qs, 0, 256);
+        }
+        memcpy(b, &d, 4);
+        for (int s = 0; s < 16; s++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) sum += qs[16 * s + j];
+            int16_t v = (int16_t)sum;
+            memcpy(b + 4 + 256 + 2 * s, &v, 2);
+        }
+    }
+    return (size_t)(n / 256) * KZ_Q8_K_BYTES;
+}
+
+static void dq_q8_K(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t ib = 0; ib < n / 256; ib++, b += KZ_Q8_K_BYTES) {
+        float d;
+        memcpy(&d, b, 4);
+        const int8_t *qs = (const int8_t *)(b + 4);
+        for (int j = 0; j < 256; j++) dst[ib * 256 + j] = (float)qs[j] * d;
+    }
+}
+
+static const kz_qtraits k_act[] = {
+    { KZ_T_Q8_1, KZ_T_Q8_1, 32,  KZ_Q8_1_BYTES, dq_q8_1, kz_quant_q8_1, NULL, NULL },
+    { KZ_T_Q8_K, KZ_T_Q8_K, 256, KZ_Q8_K_BYTES, dq_q8_K, kz_quant_q8_K, NULL, NULL },
+};
+
+const kz_qtraits *kz_qtraits_act(int isa, uint32_t type) {
+    (void)isa; /* same entry at every level */
+    for (size_t i = 0; i < sizeof k_act / sizeof k_act[0]; i++)
+        if (k_act[i].type == type) return &k_act[i];
+    return NULL;
+}

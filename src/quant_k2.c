@@ -1,0 +1,513 @@
+/* Q2_K, Q3_K, IQ4_XS weights (256-element super-blocks, activations Q8_K): scalar reference
+ * dequantize / quantize / dot / gemm and the per-level tables.
+ *
+ * Layouts (ggml block_q2_K / block_q3_K / block_iq4_xs):
+ *   Q2_K  (84 B):  u8 scales[16] (lo nibble scale, hi nibble min), u8 qs[64], fp16 d, fp16 dmin
+ *   Q3_K  (110 B): u8 hmask[32], u8 qs[64], u8 scales[12] (16 x 6-bit, minus 32), fp16 d
+ *   IQ4_XS(136 B): fp16 d, u16 scales_h, u8 scales_l[4], u8 qs[128] (IQ4_NL codebook)
+ * Quantizers: Q2_K / Q3_K follow llama.cpp's quantize_row_*_ref (no imatrix), IQ4_XS its
+ * quantize_iq4_xs (ntry = 7, no imatrix); float ops in the reference's order, no FMA.
+ *
+ * Dot with Q8_K, per super-block (integer sums exact in int32, then float):
+ *   Q2_K:   isum = sum_s sc[s] * sum_{i in s} q_i a_i ; summ = sum_s m[s] * bsums[s]
+ *           acc += (da * d) * (float)isum - (da * dmin) * (float)summ
+ *   Q3_K:   isum = sum_s sc[s] * sum_{i in s} q_i a_i   (q in -4..3)
+ *           acc += (da * d) * (float)isum
+ *   IQ4_XS: isum = sum_ib (ls[ib] - 32) * sum_{i in ib} kv[q_i] a_i
+ *           acc += (da * d) * (float)isum
+ * super-blocks summed in order into a float starting at 0. SIMD levels must reproduce exactly
+ * these float ops (the integer sums are exact in any order). */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "fp16.h"
+#include "quant.h"
+#include "quant_act.h"
+#include "quant_k2_isa.h"
+#include "types.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define QKK 256
+#define Q2K_BYTES 84
+#define Q3K_BYTES 110
+#define IQ4XS_BYTES 136
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[1] = (uint8_t)(v >> 8); }
+static inline float h2f(const uint8_t *p) { return kz_fp16_to_f32(rd16(p)); }
+static inline float act_d(const uint8_t *a) { float d; memcpy(&d, a, 4); return d; }
+static inline int16_t act_bsum(const uint8_t *a, int s) { int16_t v; memcpy(&v, a + 260 + 2 * s, 2); return v; }
+
+/* round half to even via 1.5*2^23 (ggml nearest_int); callers clamp the result */
+static inline int nearest_int(float v) {
+    float f = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &f, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static const int8_t kv_iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* ---- element decoders shared by dequant and dot ---- */
+
+/* 2-bit code of element e: qs[32*(e/128) + e%32] >> 2*((e%128)/32) */
+static inline int q2_code(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+static void kz_k2_q3_scales(const uint8_t *sc12, int8_t out[16]) {
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? sc12[j] & 0xF : sc12[j - 8] >> 4;
+        int hi = (sc12[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out[j] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+}
+static inline int q3_val(const uint8_t *b, int e) {
+    int h = (b[e % 32] >> (e / 32)) & 1;
+    return q2_code(b + 32, e) - (h ? 0 : 4);
+}
+static inline int iq4_ls(const uint8_t *b, int ib) {
+    int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF;
+    int hi = (rd16(b + 2) >> (2 * ib)) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+static inline int iq4_code(const uint8_t *b, int e) {
+    int ib = e / 32, t = e % 32;
+    uint8_t byte = b[8 + 16 * ib + (t % 16)];
+    return t < 16 ? byte & 0xF : byte >> 4;
+}
+
+/* ---------------- dequantize ---------------- */
+
+static void dq_q2_K(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / QKK; i++, b += Q2K_BYTES, dst += QKK) {
+        const float d = h2f(b + 80), dmin = h2f(b + 82);
+        for (int e = 0; e < QKK; e++) {
+            const uint8_t sc = b[e / 16];
+            const float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
+            dst[e] = dl * (float)q2_code(b + 16, e) - ml;
+        }
+    }
+}
+
+static void dq_q3_K(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / QKK; i++, b += Q3K_BYTES, dst += QKK) {
+        const float d = h2f(b + 108);
+        int8_t sc[16];
+        kz_k2_q3_scales(b + 96, sc);
+        for (int e = 0; e < QKK; e++) dst[e] = (d * (float)sc[e / 16]) * (float)q3_val(b, e);
+    }
+}
+
+static void dq_iq4_xs(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n / QKK; i++, b += IQ4XS_BYTES, dst += QKK) {
+        const float d = h2f(b);
+        for (int e = 0; e < QKK; e++) dst[e] = (d * (float)iq4_ls(b, e / 32)) * (float)kv_iq4[iq4_code(b, e)];
+    }
+}
+
+/* ---------------- quantize (references) ---------------- */
+
+/* asymmetric weighted search (llama.cpp make_qkx2_quants), float ops in its order */
+static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min, uint8_t *Laux,
+                  float rmin, float rdelta, int nstep, int use_mad) {
+    float mn = x[0], mx = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < mn) mn = x[i];
+        if (x[i] > mx) mx = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (mn > 0) mn = 0;
+    if (mx == mn) {
+        memset(L, 0, (size_t)n);
+        *the_min = -mn;
+        return 0.0f;
+    }
+    float iscale = (float)nmax / (mx - mn), scale = 1.0f / iscale, best = 0.0f;
+    for (int i = 0; i < n; i++) {
+        L[i] = (uint8_t)clampi(nearest_int(iscale * (x[i] - mn)), 0, nmax);
+        float diff = scale * (float)L[i] + mn - x[i];
+        diff = use_mad ? fabsf(diff) : diff * diff;
+        best += w[i] * diff;
+    }
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * (float)is + (float)nmax) / (mx - mn);
+        float sl = 0, sl2 = 0, sxl = 0;
+        for (int i = 0; i < n; i++) {
+            int l = clampi(nearest_int(iscale * (x[i] - mn)), 0, nmax);
+            Laux[i] = (uint8_t)l;
+            sl += w[i] * (float)l;
+            sl2 += w[i] * (float)l * (float)l;
+            sxl += w[i] * (float)l * x[i];
+        }
+        float D = sum_w * sl2 - sl * sl;
+        if (D > 0) {
+            float ts = (sum_w * sxl - sum_x * sl) / D, tm = (sl2 * sum_x - sl * sxl) / D;
+            if (tm > 0) {
+                tm = 0;
+                ts = sxl / sl2;
+            }
+            float err = 0;
+            for (int i = 0; i < n; i++) {
+                float diff = ts * (float)Laux[i] + tm - x[i];
+                diff = use_mad ? fabsf(diff) : diff * diff;
+                err += w[i] * diff;
+            }
+            if (err < best) {
+                memcpy(L, Laux, (size_t)n);
+                best = err;
+                scale = ts;
+                mn = tm;
+            }
+        }
+    }
+    *the_min = -mn;
+    return scale;
+}
+
+static size_t q_q2_K(const float *src, void *dst, int64_t n) {
+    uint8_t *y = dst;
+    for (int64_t ib = 0; ib < n / QKK; ib++, y += Q2K_BYTES, src += QKK) {
+        const float *x = src;
+        uint8_t L[QKK], Laux[16];
+        float w[16], mins[16], scales[16], max_scale = 0, max_min = 0;
+        for (int j = 0; j < 16; j++) {
+            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
+            scales[j] = qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, 1);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        uint8_t *sc = y;
+        if (max_scale > 0) {
+            const float is = 15.0f / max_scale;
+            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)clampi(nearest_int(is * scales[j]), 0, 15);
+            wr16(y + 80, kz_f32_to_fp16(max_scale / 15.0f));
+        } else {
+            memset(sc, 0, 16);
+            wr16(y + 80, kz_f32_to_fp16(0.0f));
+        }
+        if (max_min > 0) {
+            const float is = 15.0f / max_min;
+            for (int j = 0; j < 16; j++) sc[j] |= (uint8_t)(clampi(nearest_int(is * mins[j]), 0, 15) << 4);
+            wr16(y + 82, kz_f32_to_fp16(max_min / 15.0f));
+        } else {
+            wr16(y + 82, kz_f32_to_fp16(0.0f));
+        }
+        const float D = h2f(y + 80), DM = h2f(y + 82);
+        for (int j = 0; j < 16; j++) {
+            const float d = D * (float)(sc[j] & 0xF);
+            if (d == 0.0f) continue;
+            const float dm = DM * (float)(sc[j] >> 4);
+            for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)clampi(nearest_int((x[16 * j + i] + dm) / d), 0, 3);
+        }
+        for (int j = 0; j < QKK; j += 128)
+            for (int l = 0; l < 32; l++)
+                y[16 + j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+    }
+    return (size_t)(n / QKK) * Q2K_BYTES;
+}
+
+/* symmetric search with weights x^2 and 5 coordinate passes (llama.cpp make_q3_quants, rmse) */
+static float q3_search(int n, int nmax, const float *x, int8_t *L) {
+    float mx = 0, amax = 0;
+    for (int i = 0; i < n; i++) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            mx = x[i];
+        }
+    }
+    if (amax < 1e-15f) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    const float iscale = -(float)nmax / mx;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = (int8_t)l;
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * (float)L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * (float)L[i] * (float)L[i];
+                int nl = clampi(nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+                if (nl != L[i]) {
+                    slx += w * x[i] * (float)nl;
+                    sl2 += w * (float)nl * (float)nl;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (int8_t)nl;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed++;
+                    }
+                }
+            }
+        }
+        if (!changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+static size_t q_q3_K(const float *src, void *dst, int64_t n) {
+    uint8_t *y = dst;
+    for (int64_t ib = 0; ib < n / QKK; ib++, y += Q3K_BYTES, src += QKK) {
+        const float *x = src;
+        int8_t L[QKK];
+        float scales[16], max_scale = 0, amax = 0;
+        for (int j = 0; j < 16; j++) {
+            scales[j] = q3_search(16, 4, x + 16 * j, L + 16 * j);
+            float a = fabsf(scales[j]);
+            if (a > amax) {
+                amax = a;
+                max_scale = scales[j];
+            }
+        }
+        uint8_t *sc = y + 96;
+        memset(sc, 0, 12);
+        if (max_scale != 0.0f) {
+            const float iscale = -32.0f / max_scale;
+            for (int j = 0; j < 16; j++) {
+                int l = clampi(nearest_int(iscale * scales[j]), -32, 31) + 32;
+                if (j < 8) sc[j] = (uint8_t)(l & 0xF);
+                else sc[j - 8] |= (uint8_t)((l & 0xF) << 4);
+                sc[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+            }
+            wr16(y + 108, kz_f32_to_fp16(1.0f / iscale));
+        } else {
+            wr16(y + 108, kz_f32_to_fp16(0.0f));
+        }
+        int8_t s16[16];
+        kz_k2_q3_scales(sc, s16);
+        const float D = h2f(y + 108);
+        for (int j = 0; j < 16; j++) {
+            const float d = D * (float)s16[j];
+            if (d == 0.0f) continue;
+            for (int i = 0; i < 16; i++) L[16 * j + i] = (int8_t)(clampi(nearest_int(x[16 * j + i] / d), -4, 3) + 4);
+        }
+        uint8_t *hm = y;
+        memset(hm, 0, 32);
+        for (int j = 0; j < QKK; j++)
+            if (L[j] > 3) {
+                hm[j % 32] |= (uint8_t)(1u << (j / 32));
+                L[j] = (int8_t)(L[j] - 4);
+            }
+        for (int j = 0; j < QKK; j += 128)
+            for (int l = 0; l < 32; l++)
+                y[32 + j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+    }
+    return (size_t)(n / QKK) * Q3K_BYTES;
+}
+
+/* nearest codebook index; ties go to the upper neighbour */
+static int iq4_best(float v) {
+    if (v <= kv_iq4[0]) return 0;
+    if (v >= kv_iq4[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (v < kv_iq4[mid]) hi = mid;
+        else lo = mid;
+    }
+    return v - kv_iq4[lo] < kv_iq4[hi] - v ? lo : hi;
+}
+
+static size_t q_iq4_xs(const float *src, void *dst, int64_t n) {
+    uint8_t *y = dst;
+    for (int64_t sb = 0; sb < n / QKK; sb++, y += IQ4XS_BYTES, src += QKK) {
+        float scales[8], max_scale = 0, amax_scale = 0;
+        uint8_t L[QKK];
+        for (int ib = 0; ib < 8; ib++) {
+            const float *xb = src + 32 * ib;
+            float w[32], amax = 0, mx = 0;
+            for (int j = 0; j < 32; j++) {
+                w[j] = xb[j] * xb[j];
+                float ax = fabsf(xb[j]);
+                if (amax < ax) {
+                    amax = ax;
+                    mx = xb[j];
+                }
+            }
+            if (amax < 1e-15f) {
+                scales[ib] = 0;
+                continue;
+            }
+            float d = -mx / kv_iq4[0], id = 1.0f / d, sqx = 0, sq2 = 0;
+            for (int j = 0; j < 32; j++) {
+                int l = iq4_best(id * xb[j]);
+                L[32 * ib + j] = (uint8_t)l;
+                float q = kv_iq4[l];
+                sqx += w[j] * q * xb[j];
+                sq2 += w[j] * q * q;
+            }
+            d = sq2 > 0 ? sqx / sq2 : 0.0f;
+            float best = d * sqx;
+            for (int itry = -7; itry <= 7; itry++) {
+                id = ((float)itry + kv_iq4[0]) / mx;
+                sqx = 0;
+                sq2 = 0;
+                for (int j = 0; j < 32; j++) {
+                    float q = kv_iq4[iq4_best(id * xb[j])];
+                    sqx += w[j] * q * xb[j];
+                    sq2 += w[j] * q * q;
+                }
+                if (sq2 > 0 && sqx * sqx > best * sq2) {
+                    d = sqx / sq2;
+                    best = d * sqx;
+                }
+            }
+            scales[ib] = d;
+            float a = fabsf(d);
+            if (a > amax_scale) {
+                amax_scale = a;
+                max_scale = d;
+            }
+        }
+        memset(y, 0, IQ4XS_BYTES);
+        const float d = -max_scale / 32.0f;
+        wr16(y, kz_f32_to_fp16(d));
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t sh = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            int l = clampi(nearest_int(id * scales[ib]), -32, 31);
+            const float dl = d * (float)l, idl = dl != 0.0f ? 1.0f / dl : 0.0f;
+            const float *xb = src + 32 * ib;
+            for (int j = 0; j < 32; j++) L[32 * ib + j] = (uint8_t)iq4_best(idl * xb[j]);
+            l += 32;
+            y[4 + ib / 2] |= (uint8_t)((l & 0xF) << (4 * (ib % 2)));
+            sh |= (uint16_t)((l >> 4) << (2 * ib));
+            for (int j = 0; j < 16; j++) y[8 + 16 * ib + j] = (uint8_t)(L[32 * ib + j] | (L[32 * ib + 16 + j] << 4));
+        }
+        wr16(y + 2, sh);
+    }
+    return (size_t)(n / QKK) * IQ4XS_BYTES;
+}
+
+/* ---------------- dot with Q8_K (float ops exactly as in the header comment) ---------------- */
+
+static float dot_q2_K(const void *w, const void *a, int64_t n) {
+    const uint8_t *x = w, *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QKK; i++, x += Q2K_BYTES, y += KZ_Q8_K_BYTES) {
+        const int8_t *q8 = (const int8_t *)(y + 4);
+        int32_t isum = 0, summ = 0;
+        for (int s = 0; s < 16; s++) {
+            int32_t p = 0;
+            for (int e = 16 * s; e < 16 * s + 16; e++) p += q2_code(x + 16, e) * q8[e];
+            isum += (x[s] & 0xF) * p;
+            summ += (x[s] >> 4) * act_bsum(y, s);
+        }
+        const float da = act_d(y);
+        acc += (da * h2f(x + 80)) * (float)isum - (da * h2f(x + 82)) * (float)summ;
+    }
+    return acc;
+}
+
+static float dot_q3_K(const void *w, const void *a, int64_t n) {
+    const uint8_t *x = w, *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QKK; i++, x += Q3K_BYTES, y += KZ_Q8_K_BYTES) {
+        const int8_t *q8 = (const int8_t *)(y + 4);
+        int8_t sc[16];
+        kz_k2_q3_scales(x + 96, sc);
+        int32_t isum = 0;
+        for (int s = 0; s < 16; s++) {
+            int32_t p = 0;
+            for (int e = 16 * s; e < 16 * s + 16; e++) p += q3_val(x, e) * q8[e];
+            isum += sc[s] * p;
+        }
+        acc += (act_d(y) * h2f(x + 108)) * (float)isum;
+    }
+    return acc;
+}
+
+static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
+    const uint8_t *x = w, *y = a;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QKK; i++, x += IQ4XS_BYTES, y += KZ_Q8_K_BYTES) {
+        const int8_t *q8 = (const int8_t *)(y + 4);
+        int32_t isum = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            int32_t p = 0;
+            for (int e = 32 * ib; e < 32 * ib + 32; e++) p += kv_iq4[iq4_code(x, e)] * q8[e];
+            isum += iq4_ls(x, ib) * p;
+        }
+        acc += (act_d(y) * h2f(x)) * (float)isum;
+    }
+    return acc;
+}
+
+#define SCALAR_GEMM(name, dot)                                                                    \
+    static void name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as,   \
+                     int64_t nt, float *y, int64_t ldy) {                                         \
+        for (int64_t r = 0; r < nr; r++)                                                          \
+            for (int64_t t = 0; t < nt; t++)                                                      \
+                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * ws,                         \
+                                     (const uint8_t *)a + (size_t)t * as, n);                     \
+    }
+SCALAR_GEMM(gemm_q2_K, dot_q2_K)
+SCALAR_GEMM(gemm_q3_K, dot_q3_K)
+SCALAR_GEMM(gemm_iq4_xs, dot_iq4_xs)
+
+/* ---------------- tables ---------------- */
+
+#define ENT(T, B, DQ, Q, DOT, GEMM)                                                               \
+    { .type = T, .act_type = KZ_T_Q8_K, .blck = QKK, .bytes = B, .dequant = DQ, .quant = Q,       \
+      .vec_dot = DOT, .gemm = GEMM }
+static const kz_qtraits k2_scalar[3] = {
+    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, dot_q2_K, gemm_q2_K),
+    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, dot_q3_K, gemm_q3_K),
+    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, dot_iq4_xs, gemm_iq4_xs),
+};
+
+#if defined(__x86_64__)
+/* AVX-512 level uses the AVX2 kernels (no VNNI variant yet) */
+static const kz_qtraits k2_avx2[3] = {
+    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, kz_avx2_dot_q2_K, kz_avx2_gemm_q2_K),
+    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, kz_avx2_dot_q3_K, kz_avx2_gemm_q3_K),
+    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, kz_avx2_dot_iq4_xs, kz_avx2_gemm_iq4_xs),
+};
+#endif
+#if defined(__aarch64__)
+static const kz_qtraits k2_neon[3] = {
+    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, kz_neon_dot_q2_K, kz_neon_gemm_q2_K),
+    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, kz_neon_dot_q3_K, kz_neon_gemm_q3_K),
+    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, kz_neon_dot_iq4_xs, kz_neon_gemm_iq4_xs),
+};
+static const kz_qtraits k2_dot[3] = {
+    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, kz_dotprod_dot_q2_K, kz_dotprod_gemm_q2_K),
+    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, kz_dotprod_dot_q3_K, kz_dotprod_gemm_q3_K),
+    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, kz_dotprod_dot_iq4_xs, kz_dotprod_gemm_iq4_xs),
+};
+#endif
+
+const kz_qtraits *kz_qtraits_kquant2(int isa, uint32_t type) {
+    const kz_qtraits *tab = k2_scalar;
+#if defined(__x86_64__)
+    if (isa == KZ_ISA_AVX2 || isa == KZ_ISA_AVX512) tab = k2_avx2;
+#endif
+#if defined(__aarch64__)
+    if (isa == KZ_ISA_NEON) tab = k2_neon;
+    if (isa == KZ_ISA_DOTPROD || isa == KZ_ISA_I8MM) tab = k2_dot; /* no SMMLA gemm yet */
+#endif
+    (void)isa;
+    for (size_t i = 0; i < 3; i++)
+        if (tab[i].type == type) return &tab[i];
+    return NULL;
+}

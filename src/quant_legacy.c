@@ -1,0 +1,377 @@
+/* Legacy 32-element block types Q4_1, Q5_0, Q5_1 and IQ4_NL: scalar reference dequantize,
+ * the quantizers llama-quantize runs (Q4_1/Q5_0/Q5_1 = quantize_row_*_ref, IQ4_NL =
+ * quantize_iq4_nl with ntry = 7, no imatrix), the reference dots, and one table per ISA level.
+ *
+ * Block layouts (ggml): element j in the low nibble of qs[j], element j+16 in the high nibble;
+ * Q5 types keep the 5th bit of element i in bit i of the little-endian u32 qh.
+ *   Q4_1   20 B: fp16 d, fp16 m, qs[16]            x = d*q + m          (q 0..15)
+ *   Q5_0   22 B: fp16 d, qh[4], qs[16]             x = d*(q - 16)       (q 0..31)
+ *   Q5_1   24 B: fp16 d, fp16 m, qh[4], qs[16]     x = d*q + m          (q 0..31)
+ *   IQ4_NL 18 B: fp16 d, qs[16]                    x = d*kv[q]
+ * Activations: Q4_1 / Q5_1 dot with Q8_1 (fp16 d, fp16 s = d*sum(a), int8 a[32]), Q5_0 /
+ * IQ4_NL with Q8_0 (fp16 d, int8 a[32]).
+ *
+ * Float op order of the dots (every SIMD level reproduces it lane by lane, no FMA):
+ *   Q5_0, IQ4_NL:  s = s + (float)sumi * (d_w * d_a)
+ *   Q4_1, Q5_1:    s = s + ((float)sumi * (d_w * d_a) + m_w * s_a)
+ * with sumi the exact int32 block dot (of q - 16, kv[q] or q with a), blocks in order, s = 0
+ * at the start. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "fp16.h"
+#include "quant.h"
+#include "quant_act.h"
+#include "quant_legacy_isa.h"
+#include "types.h"
+
+/* reference rounding: product and sum rounded separately (gguf-py, and the formula order) */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define QK 32
+#define Q4_1_B 20
+#define Q5_0_B 22
+#define Q5_1_B 24
+#define IQ4_NL_B 18
+#define Q8_0_B 34
+
+const int8_t kz_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[1] = (uint8_t)(v >> 8); }
+static inline float h2f(const uint8_t *p) { return kz_fp16_to_f32(rd16(p)); }
+static inline uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* the 32 codes of a block: nibbles (element order) plus the Q5 high bit when qh != NULL */
+static inline void codes(const uint8_t *qs, const uint8_t *qh, int q[32]) {
+    const uint32_t h = qh ? rd32(qh) : 0;
+    for (int j = 0; j < 16; j++) {
+        q[j] = (qs[j] & 0x0f) | (int)(((h >> j) & 1u) << 4);
+        q[j + 16] = (qs[j] >> 4) | (int)(((h >> (j + 16)) & 1u) << 4);
+    }
+}
+
+/* ---------------- dequantize ---------------- */
+
+static void dq_q4_1(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_1_B, dst += QK) {
+        const float d = h2f(b), m = h2f(b + 2);
+        codes(b + 4, NULL, q);
+        for (int j = 0; j < QK; j++) dst[j] = d * (float)q[j] + m;
+    }
+}
+
+static void dq_q5_0(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_0_B, dst += QK) {
+        const float d = h2f(b);
+        codes(b + 6, b + 2, q);
+        for (int j = 0; j < QK; j++) dst[j] = d * (float)(q[j] - 16);
+    }
+}
+
+static void dq_q5_1(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_1_B, dst += QK) {
+        const float d = h2f(b), m = h2f(b + 2);
+        codes(b + 8, b + 4, q);
+        for (int j = 0; j < QK; j++) dst[j] = d * (float)q[j] + m;
+    }
+}
+
+static void dq_iq4_nl(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, b += IQ4_NL_B, dst += QK) {
+        const float d = h2f(b);
+        codes(b + 2, NULL, q);
+        for (int j = 0; j < QK; j++) dst[j] = d * (float)kz_iq4nl_values[q[j]];
+    }
+}
+
+/* ---------------- reference quantizers ---------------- */
+
+/* (int)t truncated toward zero, clamped to [0, hi]; NaN and negatives -> 0 (the reference's
+ * uint8/int8 casts are only defined on [0, hi + 1) anyway, which finite inputs stay in) */
+static inline int trunc_code(float t, int hi) {
+    if (!(t >= 0.0f)) return 0;
+    if (t >= (float)hi) return hi;
+    return (int)t;
+}
+
+/* pack 32 codes (0..15 or 0..31): nibbles to qs, bit 4 to qh (if qh) */
+static void pack(const int q[32], uint8_t *qs, uint8_t *qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
+        h |= (uint32_t)((q[j] >> 4) & 1) << j;
+        h |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    if (qh) {
+        qh[0] = (uint8_t)h;
+        qh[1] = (uint8_t)(h >> 8);
+        qh[2] = (uint8_t)(h >> 16);
+        qh[3] = (uint8_t)(h >> 24);
+    }
+}
+
+/* min/max types: d = (max - min) / nmax, code = trunc((x - min) * id + 0.5) */
+static void q_minmax_blk(const float *x, int nmax, uint8_t *dm, int q[32]) {
+    float mn = INFINITY, mx = -INFINITY;
+    for (int j = 0; j < QK; j++) {
+        if (x[j] < mn) mn = x[j];
+        if (x[j] > mx) mx = x[j];
+    }
+    if (!(mn <= mx)) mn = mx = 0.0f; /* all NaN: a zero block, never UB */
+    const float d = (mx - mn) / (float)nmax;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    wr16(dm, kz_f32_to_fp16(d));
+    wr16(dm + 2, kz_f32_to_fp16(mn));
+    for (int j = 0; j < QK; j++) {
+        const float v = (x[j] - mn) * id;
+        q[j] = trunc_code(v + 0.5f, nmax);
+    }
+}
+
+static size_t q_q4_1(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_1_B, src += QK) {
+        q_minmax_blk(src, 15, b, q);
+        pack(q, b + 4, NULL);
+    }
+    return (size_t)(n / QK) * Q4_1_B;
+}
+
+static size_t q_q5_1(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_1_B, src += QK) {
+        q_minmax_blk(src, 31, b, q);
+        pack(q, b + 8, b + 4);
+    }
+    return (size_t)(n / QK) * Q5_1_B;
+}
+
+/* signed value of largest magnitude, first occurrence wins (strict '<') */
+static float signed_absmax(const float *x, float *amax_out) {
+    float amax = 0.0f, mx = 0.0f;
+    for (int j = 0; j < QK; j++) {
+        const float a = fabsf(x[j]);
+        if (amax < a) {
+            amax = a;
+            mx = x[j];
+        }
+    }
+    *amax_out = amax;
+    return mx;
+}
+
+static size_t q_q5_0(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_0_B, src += QK) {
+        float amax;
+        const float mx = signed_absmax(src, &amax);
+        const float d = mx / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        wr16(b, kz_f32_to_fp16(d));
+        for (int j = 0; j < QK; j++) {
+            const float v = src[j] * id; /* two roundings, as gguf-py */
+            q[j] = trunc_code(v + 16.5f, 31);
+        }
+        pack(q, b + 6, b + 2);
+    }
+    return (size_t)(n / QK) * Q5_0_B;
+}
+
+/* nearest codebook index, ties to the upper one (ggml's best_index_int8) */
+static inline int iq4_best(float v) {
+    const int8_t *k = kz_iq4nl_values;
+    if (!(v > k[0])) return 0; /* also NaN */
+    if (v >= k[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (v < k[mid]) hi = mid;
+        else lo = mid;
+    }
+    return v - k[hi - 1] < k[hi] - v ? hi - 1 : hi;
+}
+
+/* weighted fit of one assignment with inverse scale id: sum w*q*x and sum w*q*q, w = x^2 */
+static void iq4_fit(const float *x, float id, float *sqx, float *sq2) {
+    float a = 0.0f, b = 0.0f;
+    for (int j = 0; j < QK; j++) {
+        const float q = (float)kz_iq4nl_values[iq4_best(id * x[j])];
+        const float w = x[j] * x[j];
+        const float wq = w * q;
+        a += wq * x[j];
+        b += wq * q;
+    }
+    *sqx = a;
+    *sq2 = b;
+}
+
+/* quantize_iq4_nl (ntry = 7, no imatrix): pick the scale maximising (sum wqx)^2 / sum wq^2 over
+ * the start point -max/kv[0] and the 15 scales that map max onto kv[0] + itry */
+static size_t q_iq4_nl(const float *src, void *dst, int64_t n) {
+    const int ntry = 7;
+    uint8_t *b = dst;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, b += IQ4_NL_B, src += QK) {
+        float amax;
+        const float mx = signed_absmax(src, &amax);
+        float d = 0.0f;
+        if (amax >= 1e-15f) {
+            const float d0 = -mx / (float)kz_iq4nl_values[0];
+            float sqx, sq2;
+            iq4_fit(src, 1.0f / d0, &sqx, &sq2);
+            d = sq2 > 0.0f ? sqx / sq2 : 0.0f;
+            float best = d * sqx;
+            for (int itry = -ntry; itry <= ntry; itry++) {
+                const float id = (float)(itry + kz_iq4nl_values[0]) / mx;
+                iq4_fit(src, id, &sqx, &sq2);
+                if (sq2 > 0.0f && sqx * sqx > best * sq2) {
+                    d = sqx / sq2;
+                    best = d * sqx;
+                }
+            }
+        }
+        wr16(b, kz_f32_to_fp16(d));
+        const float id = d != 0.0f ? 1.0f / d : 0.0f; /* the final assignment uses the f32 d */
+        for (int j = 0; j < QK; j++) q[j] = iq4_best(id * src[j]);
+        pack(q, b + 2, NULL);
+    }
+    return (size_t)(n / QK) * IQ4_NL_B;
+}
+
+/* ---------------- reference dots ---------------- */
+
+static float dot_q4_1(const void *w, const void *a, int64_t n) {
+    const uint8_t *x = w, *y = a;
+    float s = 0.0f;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, x += Q4_1_B, y += KZ_Q8_1_BYTES) {
+        const int8_t *ya = (const int8_t *)(y + 4);
+        codes(x + 4, NULL, q);
+        int32_t sumi = 0;
+        for (int j = 0; j < QK; j++) sumi += q[j] * ya[j];
+        s += (float)sumi * (h2f(x) * h2f(y)) + h2f(x + 2) * h2f(y + 2);
+    }
+    return s;
+}
+
+static float dot_q5_1(const void *w, const void *a, int64_t n) {
+    const uint8_t *x = w, *y = a;
+    float s = 0.0f;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, x += Q5_1_B, y += KZ_Q8_1_BYTES) {
+        const int8_t *ya = (const int8_t *)(y + 4);
+        codes(x + 8, x + 4, q);
+        int32_t sumi = 0;
+        for (int j = 0; j < QK; j++) sumi += q[j] * ya[j];
+        s += (float)sumi * (h2f(x) * h2f(y)) + h2f(x + 2) * h2f(y + 2);
+    }
+    return s;
+}
+
+static float dot_q5_0(const void *w, const void *a, int64_t n) {
+    const uint8_t *x = w, *y = a;
+    float s = 0.0f;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, x += Q5_0_B, y += Q8_0_B) {
+        const int8_t *ya = (const int8_t *)(y + 2);
+        codes(x + 6, x + 2, q);
+        int32_t sumi = 0;
+        for (int j = 0; j < QK; j++) sumi += (q[j] - 16) * ya[j];
+        s += (float)sumi * (h2f(x) * h2f(y));
+    }
+    return s;
+}
+
+static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
+    const uint8_t *x = w, *y = a;
+    float s = 0.0f;
+    int q[32];
+    for (int64_t ib = 0; ib < n / QK; ib++, x += IQ4_NL_B, y += Q8_0_B) {
+        const int8_t *ya = (const int8_t *)(y + 2);
+        codes(x + 2, NULL, q);
+        int32_t sumi = 0;
+        for (int j = 0; j < QK; j++) sumi += kz_iq4nl_values[q[j]] * ya[j];
+        s += (float)sumi * (h2f(x) * h2f(y));
+    }
+    return s;
+}
+
+#define SCALAR_GEMM(name, dot)                                                                    \
+    static void name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as,   \
+                     int64_t nt, float *y, int64_t ldy) {                                         \
+        for (int64_t r = 0; r < nr; r++)                                                          \
+            for (int64_t t = 0; t < nt; t++)                                                      \
+                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * ws,                         \
+                                     (const uint8_t *)a + (size_t)t * as, n);                     \
+    }
+SCALAR_GEMM(gemm_q4_1, dot_q4_1)
+SCALAR_GEMM(gemm_q5_0, dot_q5_0)
+SCALAR_GEMM(gemm_q5_1, dot_q5_1)
+SCALAR_GEMM(gemm_iq4_nl, dot_iq4_nl)
+
+/* ---------------- per-level tables ---------------- */
+
+#define ENTRY(T, A, B, dq, q, dot_, gemm_) \
+    { .type = (T), .act_type = (A), .blck = QK, .bytes = (B), .dequant = (dq), .quant = (q), .vec_dot = (dot_), .gemm = (gemm_) }
+#define TABLE(name, pfx)                                                                           \
+    static const kz_qtraits name[4] = {                                                             \
+        ENTRY(KZ_T_Q4_1, KZ_T_Q8_1, Q4_1_B, dq_q4_1, q_q4_1, pfx##dot_q4_1, pfx##gemm_q4_1),       \
+        ENTRY(KZ_T_Q5_0, KZ_T_Q8_0, Q5_0_B, dq_q5_0, q_q5_0, pfx##dot_q5_0, pfx##gemm_q5_0),       \
+        ENTRY(KZ_T_Q5_1, KZ_T_Q8_1, Q5_1_B, dq_q5_1, q_q5_1, pfx##dot_q5_1, pfx##gemm_q5_1),       \
+        ENTRY(KZ_T_IQ4_NL, KZ_T_Q8_0, IQ4_NL_B, dq_iq4_nl, q_iq4_nl, pfx##dot_iq4_nl, pfx##gemm_iq4_nl), \
+    };
+TABLE(k_scalar, )
+#if defined(__x86_64__)
+TABLE(k_avx2, kz_avx2_)
+TABLE(k_avx512, kz_avx512_)
+#endif
+#if defined(__aarch64__)
+TABLE(k_neon, kz_neon_)
+TABLE(k_dotprod, kz_dotprod_)
+/* i8mm: the SMMLA gemm, the dotprod vec_dot */
+#define ENTRY_I8(T, A, B, dq, q, t) ENTRY(T, A, B, dq, q, kz_dotprod_dot_##t, kz_i8mm_gemm_##t)
+static const kz_qtraits k_i8mm[4] = {
+    ENTRY_I8(KZ_T_Q4_1, KZ_T_Q8_1, Q4_1_B, dq_q4_1, q_q4_1, q4_1),
+    ENTRY_I8(KZ_T_Q5_0, KZ_T_Q8_0, Q5_0_B, dq_q5_0, q_q5_0, q5_0),
+    ENTRY_I8(KZ_T_Q5_1, KZ_T_Q8_1, Q5_1_B, dq_q5_1, q_q5_1, q5_1),
+    ENTRY_I8(KZ_T_IQ4_NL, KZ_T_Q8_0, IQ4_NL_B, dq_iq4_nl, q_iq4_nl, iq4_nl),
+};
+#endif
+
+const kz_qtraits *kz_qtraits_legacy(int isa, uint32_t type) {
+    const kz_qtraits *tab = k_scalar;
+    switch (isa) {
+#if defined(__x86_64__)
+    case KZ_ISA_AVX2: tab = k_avx2; break;
+    case KZ_ISA_AVX512: tab = k_avx512; break;
+#endif
+#if defined(__aarch64__)
+    case KZ_ISA_NEON: tab = k_neon; break;
+    case KZ_ISA_DOTPROD: tab = k_dotprod; break;
+    case KZ_ISA_I8MM: tab = k_i8mm; break;
+#endif
+    default: break;
+    }
+    for (int i = 0; i < 4; i++)
+        if (tab[i].type == type) return &tab[i];
+    return NULL;
+}
