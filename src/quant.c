@@ -230,20 +230,11 @@ static float dot_q4_0_q8_0(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-/* scalar GEMM: one reference dot per element (rows outer: each weight row read once) */
-#define SCALAR_GEMM(name, dot)                                                                    \
-    static void name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as,   \
-                     int64_t nt, float *y, int64_t ldy) {                                         \
-        for (int64_t r = 0; r < nr; r++)                                                          \
-            for (int64_t t = 0; t < nt; t++)                                                      \
-                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * ws,                         \
-                                     (const uint8_t *)a + (size_t)t * as, n);                     \
-    }
-SCALAR_GEMM(gemm_f32, dot_f32)
-SCALAR_GEMM(gemm_f16, dot_f16)
-SCALAR_GEMM(gemm_bf16, dot_bf16)
-SCALAR_GEMM(gemm_q8_0, dot_q8_0_q8_0)
-SCALAR_GEMM(gemm_q4_0, dot_q4_0_q8_0)
+KZ_SCALAR_GEMM(gemm_f32, dot_f32)
+KZ_SCALAR_GEMM(gemm_f16, dot_f16)
+KZ_SCALAR_GEMM(gemm_bf16, dot_bf16)
+KZ_SCALAR_GEMM(gemm_q8_0, dot_q8_0_q8_0)
+KZ_SCALAR_GEMM(gemm_q4_0, dot_q4_0_q8_0)
 
 /* ---------------- traits tables and the single dispatch point ---------------- */
 
@@ -297,25 +288,28 @@ static const kz_qtraits k_i8mm[N_TYPES] = {
 };
 #endif
 
-const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type) {
-    const kz_qtraits *tab = NULL;
-    if (isa < 0 || isa >= KZ_ISA_COUNT || !kz_isa_available((kz_isa)isa)) return NULL;
-    switch ((kz_isa)isa) {
+const kz_qtraits *kz_qtraits_in(const kz_qtraits *const *levels, size_t n, int isa, uint32_t type) {
+    const kz_qtraits *tab = levels[isa] ? levels[isa] : levels[KZ_ISA_SCALAR];
+    for (size_t i = 0; i < n; i++)
+        if (tab[i].type == type) return &tab[i];
+    return NULL;
+}
+
+static const kz_qtraits *const k_levels[KZ_ISA_COUNT] = {
+    [KZ_ISA_SCALAR] = k_scalar,
 #if defined(__x86_64__)
-    case KZ_ISA_AVX2: tab = k_avx2; break;
-    case KZ_ISA_AVX512: tab = k_avx512; break;
+    [KZ_ISA_AVX2] = k_avx2, [KZ_ISA_AVX512] = k_avx512,
 #endif
 #if defined(__aarch64__)
-    case KZ_ISA_NEON: tab = k_neon; break;
-    case KZ_ISA_DOTPROD: tab = k_dotprod; break;
-    case KZ_ISA_I8MM: tab = k_i8mm; break;
+    [KZ_ISA_NEON] = k_neon, [KZ_ISA_DOTPROD] = k_dotprod, [KZ_ISA_I8MM] = k_i8mm,
 #endif
-    default: tab = k_scalar; break;
-    }
-    for (size_t i = 0; i < N_TYPES; i++)
-        if (tab[i].type == type) return &tab[i];
+};
+
+const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type) {
+    if (isa < 0 || isa >= KZ_ISA_COUNT || !kz_isa_available((kz_isa)isa)) return NULL;
+    const kz_qtraits *t = kz_qtraits_in(k_levels, N_TYPES, isa, type);
+    if (t) return t;
     /* the other types live in their family files, each with its own per-level tables */
-    const kz_qtraits *t;
     if ((t = kz_qtraits_act(isa, type)) || (t = kz_qtraits_legacy(isa, type)) ||
         (t = kz_qtraits_kquant(isa, type)) || (t = kz_qtraits_kquant2(isa, type)))
         return t;

@@ -65,6 +65,21 @@ typedef struct {
     kz_gemm_fn gemm;
 } kz_qtraits;
 const kz_qtraits *kz_qtraits_get(uint32_t type);
+
+/* The scalar gemm of every type: one reference dot per element, rows outer (each weight row
+ * read once). Defines static void name(...) with the kz_gemm_fn signature. */
+#define KZ_SCALAR_GEMM(name, dot)                                                                 \
+    static void name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as,   \
+                     int64_t nt, float *y, int64_t ldy) {                                         \
+        for (int64_t r = 0; r < nr; r++)                                                          \
+            for (int64_t t = 0; t < nt; t++)                                                      \
+                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * ws,                         \
+                                     (const uint8_t *)a + (size_t)t * as, n);                     \
+    }
+
+/* entry of type in a family's table for level isa: levels[isa] (NULL: the level uses the
+ * levels[0] scalar table), each table holding n entries; NULL if type is not there */
+const kz_qtraits *kz_qtraits_in(const kz_qtraits *const *levels, size_t n, int isa, uint32_t type);
 /* the entry of one ISA level (an int holding a kz_isa); NULL if the type is unsupported or the
  * level is not available on this CPU/build (tests compare every level with KZ_ISA_SCALAR) */
 const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type);

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "fp16.h"
 #include "quant.h"
 #include "quant_act.h"
@@ -117,9 +118,8 @@ static const kz_qtraits k_act[] = {
     { KZ_T_Q8_K, KZ_T_Q8_K, 256, KZ_Q8_K_BYTES, dq_q8_K, kz_quant_q8_K, NULL, NULL },
 };
 
+static const kz_qtraits *const levels[KZ_ISA_COUNT] = { [KZ_ISA_SCALAR] = k_act }; /* every level */
+
 const kz_qtraits *kz_qtraits_act(int isa, uint32_t type) {
-    (void)isa; /* same entry at every level */
-    for (size_t i = 0; i < sizeof k_act / sizeof k_act[0]; i++)
-        if (k_act[i].type == type) return &k_act[i];
-    return NULL;
+    return kz_qtraits_in(levels, sizeof k_act / sizeof k_act[0], isa, type);
 }

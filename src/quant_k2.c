@@ -453,17 +453,9 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
     return acc;
 }
 
-#define SCALAR_GEMM(name, dot)                                                                    \
-    static void name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as,   \
-                     int64_t nt, float *y, int64_t ldy) {                                         \
-        for (int64_t r = 0; r < nr; r++)                                                          \
-            for (int64_t t = 0; t < nt; t++)                                                      \
-                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * ws,                         \
-                                     (const uint8_t *)a + (size_t)t * as, n);                     \
-    }
-SCALAR_GEMM(gemm_q2_K, dot_q2_K)
-SCALAR_GEMM(gemm_q3_K, dot_q3_K)
-SCALAR_GEMM(gemm_iq4_xs, dot_iq4_xs)
+KZ_SCALAR_GEMM(gemm_q2_K, dot_q2_K)
+KZ_SCALAR_GEMM(gemm_q3_K, dot_q3_K)
+KZ_SCALAR_GEMM(gemm_iq4_xs, dot_iq4_xs)
 
 /* ---------------- tables ---------------- */
 
@@ -497,17 +489,16 @@ static const kz_qtraits k2_dot[3] = {
 };
 #endif
 
-const kz_qtraits *kz_qtraits_kquant2(int isa, uint32_t type) {
-    const kz_qtraits *tab = k2_scalar;
+static const kz_qtraits *const levels[KZ_ISA_COUNT] = {
+    [KZ_ISA_SCALAR] = k2_scalar,
 #if defined(__x86_64__)
-    if (isa == KZ_ISA_AVX2 || isa == KZ_ISA_AVX512) tab = k2_avx2;
+    [KZ_ISA_AVX2] = k2_avx2, [KZ_ISA_AVX512] = k2_avx2, /* no VNNI variant yet */
 #endif
 #if defined(__aarch64__)
-    if (isa == KZ_ISA_NEON) tab = k2_neon;
-    if (isa == KZ_ISA_DOTPROD || isa == KZ_ISA_I8MM) tab = k2_dot; /* no SMMLA gemm yet */
+    [KZ_ISA_NEON] = k2_neon, [KZ_ISA_DOTPROD] = k2_dot, [KZ_ISA_I8MM] = k2_dot, /* no SMMLA gemm yet */
 #endif
-    (void)isa;
-    for (size_t i = 0; i < 3; i++)
-        if (tab[i].type == type) return &tab[i];
-    return NULL;
+};
+
+const kz_qtraits *kz_qtraits_kquant2(int isa, uint32_t type) {
+    return kz_qtraits_in(levels, 3, isa, type);
 }

@@ -315,18 +315,10 @@ static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-#define SCALAR_GEMM(name, dot)                                                                    \
-    static void name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as,   \
-                     int64_t nt, float *y, int64_t ldy) {                                         \
-        for (int64_t r = 0; r < nr; r++)                                                          \
-            for (int64_t t = 0; t < nt; t++)                                                      \
-                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * ws,                         \
-                                     (const uint8_t *)a + (size_t)t * as, n);                     \
-    }
-SCALAR_GEMM(gemm_q4_1, dot_q4_1)
-SCALAR_GEMM(gemm_q5_0, dot_q5_0)
-SCALAR_GEMM(gemm_q5_1, dot_q5_1)
-SCALAR_GEMM(gemm_iq4_nl, dot_iq4_nl)
+KZ_SCALAR_GEMM(gemm_q4_1, dot_q4_1)
+KZ_SCALAR_GEMM(gemm_q5_0, dot_q5_0)
+KZ_SCALAR_GEMM(gemm_q5_1, dot_q5_1)
+KZ_SCALAR_GEMM(gemm_iq4_nl, dot_iq4_nl)
 
 /* ---------------- per-level tables ---------------- */
 
@@ -357,21 +349,16 @@ static const kz_qtraits k_i8mm[4] = {
 };
 #endif
 
-const kz_qtraits *kz_qtraits_legacy(int isa, uint32_t type) {
-    const kz_qtraits *tab = k_scalar;
-    switch (isa) {
+static const kz_qtraits *const levels[KZ_ISA_COUNT] = {
+    [KZ_ISA_SCALAR] = k_scalar,
 #if defined(__x86_64__)
-    case KZ_ISA_AVX2: tab = k_avx2; break;
-    case KZ_ISA_AVX512: tab = k_avx512; break;
+    [KZ_ISA_AVX2] = k_avx2, [KZ_ISA_AVX512] = k_avx512,
 #endif
 #if defined(__aarch64__)
-    case KZ_ISA_NEON: tab = k_neon; break;
-    case KZ_ISA_DOTPROD: tab = k_dotprod; break;
-    case KZ_ISA_I8MM: tab = k_i8mm; break;
+    [KZ_ISA_NEON] = k_neon, [KZ_ISA_DOTPROD] = k_dotprod, [KZ_ISA_I8MM] = k_i8mm,
 #endif
-    default: break;
-    }
-    for (int i = 0; i < 4; i++)
-        if (tab[i].type == type) return &tab[i];
-    return NULL;
+};
+
+const kz_qtraits *kz_qtraits_legacy(int isa, uint32_t type) {
+    return kz_qtraits_in(levels, 4, isa, type);
 }
