@@ -179,6 +179,8 @@ def main():
     ap.add_argument("--type", default="q4_0", help="weight type of generated models (default q4_0)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--flash-attn", action="store_true", help="llama.cpp: enable flash attention")
+    ap.add_argument("--repack", action="store_true",
+                    help="kazeia: repack Q4_0 weights at load into the 16-row layout (kazeia bench --repack)")
     ap.add_argument("--membw-gbs", type=float, default=0, help="use this read bandwidth instead of measuring it")
     ap.add_argument("--engines", default="kazeia,llama.cpp", help="which engines to run (default both)")
     ap.add_argument("--build", default=os.environ.get("KZ_BUILD", "build"), help="kazeia build dir")
@@ -220,7 +222,7 @@ def main():
         # our bytes/token also serve llama.cpp's bandwidth figure, so always ask kazeia for them
         ours = kazeia(a, "-m", path, "-p", p, "-n", n, "-t", a.t, "-r", a.r if "kazeia" in engines else 1,
                       "--warmup", a.warmup if "kazeia" in engines else 0, "--kv", a.kv, "--seed", a.seed,
-                      "--membw-gbs", bw, "--json")
+                      "--membw-gbs", bw, "--json", *(["--repack"] if a.repack else []))
         log(f"  {time.time() - t0:.0f} s")
         row["weight_bytes_per_token"] = ours["weight_bytes_per_token"]
         if "kazeia" in engines:

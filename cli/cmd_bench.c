@@ -48,6 +48,7 @@ static void bench_usage(FILE *f) {
             "  --membw-passes K measured passes over the buffer (default 5, after 1 warm-up)\n"
             "  --json           print one JSON object on stdout instead of the table\n"
             "  --profile        per-part time breakdown of the measured prefills (table output)\n"
+            "  --repack         repack Q4_0 weights at load into the 16-row layout (kz_model_params.repack_weights)\n"
             "Decode is measured right after the prefill (depth p). Peak RSS is taken before the\n"
             "bandwidth buffer is allocated.\n");
 }
@@ -265,12 +266,13 @@ int cmd_bench(int argc, char **argv) {
     long p = 512, n = 128, threads = 0, runs = 5, warmup = 1, n_batch = 512, seed = 1;
     long membw_mib = 1024, membw_passes = 5;
     double membw_given = 0;
-    int json = 0, membw_only = 0, no_membw = 0, profile = 0;
+    int json = 0, membw_only = 0, no_membw = 0, profile = 0, repack = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--profile")) { profile = 1; continue; }
+        if (!strcmp(a, "--repack")) { repack = 1; continue; }
         if (!strcmp(a, "--membw")) { membw_only = 1; continue; }
         if (!strcmp(a, "--no-membw")) { no_membw = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "kazeia bench: option %s needs a value\n", a); return 2; }
@@ -324,6 +326,7 @@ int cmd_bench(int argc, char **argv) {
 
     kz_model_params mp = kz_model_default_params();
     mp.n_threads = (int)threads;
+    mp.repack_weights = repack;
     double tl = now_s();
     kz_model *m = kz_model_load(model, &mp, err, sizeof err);
     if (!m) { fprintf(stderr, "kazeia bench: %s\n", err); return 1; }
@@ -389,6 +392,7 @@ int cmd_bench(int argc, char **argv) {
         bstats sp = stats_of(pp, (int)runs), sg = stats_of(tg, (int)runs);
         kz_context_free(c);
         c = NULL;
+        uint64_t repacked = m->p16_bytes;
         kz_model_free(m); /* its pool must be idle and its pages out of the way of the bw test */
         m = NULL;
 
@@ -414,6 +418,7 @@ int cmd_bench(int argc, char **argv) {
                     threads, p, n, runs, warmup);
             fprintf(f, "  \"n_batch\": %ld,\n  \"kv\": \"%s\",\n  \"decode\": \"%s\",\n  \"load_s\": %.4f,\n",
                     n_batch, kv_name(kv), greedy ? "greedy" : "random", tl);
+            fprintf(f, "  \"repack\": %d,\n  \"repacked_bytes\": %llu,\n", repack, (unsigned long long)repacked);
             if (p > 0) json_stats(f, "prefill_tok_s", &sp, pp, (int)runs);
             if (n > 0) json_stats(f, "decode_tok_s", &sg, tg, (int)runs);
             fprintf(f, "  \"weight_bytes_per_token\": %llu,\n", (unsigned long long)wb.total);
@@ -455,6 +460,9 @@ int cmd_bench(int argc, char **argv) {
                 printf(" = %.1f%% of %s read bandwidth %.2f GB/s", pct, bw_measured ? "measured" : "given", bw);
             if (n > 0) printf("\n");
             printf("peak RSS: %.1f MiB\n", rss / 1048576.0);
+            if (repack)
+                printf("weights repacked at load: %.1f MiB of Q4_0 in the 16-row layout%s (load %.2f s)\n",
+                       repacked / 1048576.0, repacked ? "" : " (none: no packed kernel at this ISA level)", tl);
             if (profile && p > 0) {
                 printf("prefill time by part, %ld measured runs:\n", runs);
                 kz_profile_print(&prof_sum, stdout);

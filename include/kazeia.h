@@ -20,6 +20,12 @@ typedef struct kz_context kz_context; /* per-sequence state: KV, GDN state, scra
 /* ---- model ---- */
 typedef struct {
     int n_threads; /* threads for the shared worker pool; 0 = number of online CPUs */
+    /* 1: copy the Q4_0 matrices at load into a 16-row interleaved layout that the AVX-512 VNNI
+     * kernels stream contiguously (faster decode and prefill, same results bit for bit). The
+     * copy is anonymous memory of the same size as those matrices; the file pages it replaces
+     * are released (MADV_DONTNEED), so resident weights stay ~1x, but the weights are no longer
+     * zero-copy and loading reads them all once. Ignored (0) where the CPU has no such kernel. */
+    int repack_weights;
 } kz_model_params;
 
 kz_model_params kz_model_default_params(void);

@@ -41,6 +41,7 @@ typedef struct {
     int64_t ldy;
     int64_t n_chunk; /* conversion chunks per row */
     const atomic_int *abort; /* prefill: stop between tiles once non-zero (output dropped) */
+    kz_gemm_p16_fn p16;      /* kernel for w->p16 rows, NULL: w has none or this level cannot use them */
 } mm_task;
 
 static void conv_chunks(const mm_task *t, int64_t lo, int64_t hi) {
@@ -61,14 +62,43 @@ static void conv_task(void *arg, int ith, int nth) {
     conv_chunks(t, lo, hi);
 }
 
+/* rows [r_lo, r_hi) of the packed part (multiples of 16) through the packed kernel */
+static void dot_p16(const mm_task *t, int64_t r_lo, int64_t r_hi) {
+    const kz_wmat *w = t->w;
+    const size_t gb = (size_t)(w->n_in / 32) * 288; /* bytes per 16-row group */
+    const uint8_t *pk = w->p16;
+    if (t->n_tok == 1) {
+        t->p16(w->n_in, pk + (size_t)(r_lo / 16) * gb, r_hi - r_lo, t->act, t->act_rb, 1, t->y + r_lo, t->ldy);
+        return;
+    }
+    for (int64_t r0 = r_lo; r0 < r_hi; r0 += MM_RB) {
+        if (t->abort && atomic_load_explicit(t->abort, memory_order_relaxed)) return;
+        const int64_t nr = r_hi - r0 < MM_RB ? r_hi - r0 : MM_RB;
+        for (int t0 = 0; t0 < t->n_tok; t0 += MM_TB) {
+            const int nt = t->n_tok - t0 < MM_TB ? t->n_tok - t0 : MM_TB;
+            t->p16(w->n_in, pk + (size_t)(r0 / 16) * gb, nr, t->act + (size_t)t0 * t->act_rb, t->act_rb, nt,
+                   t->y + (int64_t)t0 * t->ldy + r0, t->ldy);
+        }
+    }
+}
+
 static void dot_task(void *arg, int ith, int nth) {
     const mm_task *t = arg;
     const kz_wmat *w = t->w;
     long lo, hi;
-    kz_split((long)((w->n_out + MM_ROW_UNIT - 1) / MM_ROW_UNIT), ith, nth, &lo, &hi);
-    const int64_t r_lo = (int64_t)lo * MM_ROW_UNIT, r_hi = (int64_t)hi * MM_ROW_UNIT < w->n_out ? (int64_t)hi * MM_ROW_UNIT : w->n_out;
+    /* packed rows go in 16-row groups, so a split unit never straddles a group */
+    const int64_t unit = t->p16 ? 16 : MM_ROW_UNIT;
+    kz_split((long)((w->n_out + unit - 1) / unit), ith, nth, &lo, &hi);
+    int64_t r_lo = (int64_t)lo * unit;
+    const int64_t r_hi = (int64_t)hi * unit < w->n_out ? (int64_t)hi * unit : w->n_out;
     const uint8_t *wd = w->data;
     if (r_lo >= r_hi) return;
+    if (t->p16 && r_lo < w->n_p16) {
+        const int64_t e = r_hi < w->n_p16 ? r_hi : w->n_p16;
+        dot_p16(t, r_lo, e);
+        r_lo = e;
+        if (r_lo >= r_hi) return;
+    }
     if (t->n_tok == 1) {
         t->wt->gemm(w->n_in, wd + (size_t)r_lo * w->row_bytes, w->row_bytes, r_hi - r_lo, t->act, t->act_rb, 1,
                     t->y + r_lo, t->ldy);
@@ -101,7 +131,7 @@ void kz_matmul_abortable(kz_pool *pool, const kz_wmat *w, const float *x, int n_
         return;
     }
     mm_task t = { .wt = wt, .at = kz_qtraits_get(wt->act_type), .w = w, .x = x, .n_tok = n_tok, .abort = abort,
-                  .y = y, .ldy = ldy };
+                  .y = y, .ldy = ldy, .p16 = w->p16 && w->n_p16 > 0 ? kz_gemm_p16_get() : NULL };
     if (w->type == KZ_T_F32) {
         t.act = (const uint8_t *)x;
         t.act_rb = (size_t)w->n_in * sizeof(float);

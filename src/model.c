@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "fp16.h"
+#include "quant.h"
 #include "model.h"
 #include "types.h"
 #include "unicode.h"
@@ -403,6 +406,58 @@ static int load_layer(tload *L, const kz_hparams *hp, int il, kz_layer *ly) {
 
 /* Validates an opened file and builds the model; takes ownership of g (closed on failure).
  * path only names the file in error messages. */
+/* The matrices repack_weights packs: every Q4_0 one with at least one 16-row group (the
+ * output head counts once: packing m->output leaves tok_embd's embedding lookups on the file). */
+static int pack_list(kz_model *m, kz_wmat **out, int cap) {
+    int n = 0;
+    if (m->output.type == KZ_T_Q4_0 && n < cap) out[n++] = &m->output;
+    for (int i = 0; i < m->hp.n_layer; i++) {
+        kz_layer *l = &m->layers[i];
+        kz_wmat *ws[] = {&l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->wq, &l->wk, &l->wv, &l->wo,
+                         &l->wqkv, &l->wgate, &l->wbeta, &l->walpha, &l->wssm_out};
+        for (size_t j = 0; j < sizeof ws / sizeof *ws; j++)
+            if (ws[j]->data && ws[j]->type == KZ_T_Q4_0 && ws[j]->n_out >= 16 && n < cap) out[n++] = ws[j];
+    }
+    return n;
+}
+
+/* 0 on success or when this CPU has no packed kernel (nothing done); -1 out of memory */
+static int pack_weights(kz_model *m) {
+    if (!kz_gemm_p16_get()) return 0;
+    const int cap = 1 + 12 * m->hp.n_layer;
+    kz_wmat **list = malloc((size_t)cap * sizeof *list);
+    if (!list) return -1;
+    const int n = pack_list(m, list, cap);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += (size_t)(list[i]->n_out / 16) * (size_t)(list[i]->n_in / 32) * 288;
+    m->p16_bytes = total;
+    if (total == 0) { free(list); return 0; }
+    void *buf = NULL;
+    if (posix_memalign(&buf, 64, total)) { free(list); return -1; }
+    m->p16_buf = buf;
+    const long pg = sysconf(_SC_PAGESIZE);
+    const int release = m->gguf && m->gguf->owns_map && pg > 0; /* never on caller-owned memory */
+    uint8_t *d = buf;
+    for (int i = 0; i < n; i++) {
+        kz_wmat *w = list[i];
+        const int64_t nr = w->n_out - w->n_out % 16;
+        const size_t bytes = (size_t)(nr / 16) * (size_t)(w->n_in / 32) * 288;
+        kz_pack16_q4_0(w->data, w->row_bytes, nr, w->n_in, d);
+        w->p16 = d;
+        w->n_p16 = nr;
+        d += bytes;
+        if (release) {
+            /* drop the file pages just copied (whole pages only); a later read of them, e.g. an
+             * embedding row of a tied head, faults them back in from the file */
+            uintptr_t a = ((uintptr_t)w->data + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+            uintptr_t e = ((uintptr_t)w->data + (uintptr_t)nr * w->row_bytes) & ~((uintptr_t)pg - 1);
+            if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+        }
+    }
+    free(list);
+    return 0;
+}
+
 static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *params, char *err,
                            size_t errlen) {
     char e2[512];
@@ -463,6 +518,12 @@ static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *
     }
     if (convert_pending(m, &L)) goto fail_e2;
 
+    if (params && params->repack_weights && pack_weights(m)) {
+        seterr(err, errlen, "%s: out of memory for the repacked weights (%.1f MiB); load without repacking", path,
+               (double)m->p16_bytes / 1048576.0);
+        goto fail;
+    }
+
     m->tok = kz_tokenizer_from_gguf(g, e2, sizeof e2);
     if (!m->tok) { seterr(err, errlen, "%s: tokenizer: %s", path, e2); goto fail; }
     m->n_threads = params && params->n_threads > 0 ? params->n_threads : kz_num_cpus();
@@ -506,6 +567,7 @@ void kz_model_free(kz_model *m) {
     if (m->tok) kz_tokenizer_free(m->tok);
     free(m->layers);
     free(m->f32_pool);
+    free(m->p16_buf);
     if (m->gguf) kz_gguf_close(m->gguf);
     free(m);
 }

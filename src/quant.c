@@ -318,6 +318,28 @@ const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type) {
 
 const kz_qtraits *kz_qtraits_get(uint32_t type) { return kz_qtraits_get_isa((int)kz_isa_active(), type); }
 
+void kz_pack16_q4_0(const void *w, size_t ws, int64_t n_rows, int64_t n, void *dst) {
+    const int64_t nb = n / QK;
+    uint8_t *d = dst;
+    for (int64_t g = 0; g < n_rows / 16; g++)
+        for (int64_t b = 0; b < nb; b++, d += 16 * Q4_0_BYTES)
+            for (int r = 0; r < 16; r++) {
+                const uint8_t *src = (const uint8_t *)w + (size_t)(g * 16 + r) * ws + (size_t)b * Q4_0_BYTES;
+                for (int j = 0; j < 4; j++) memcpy(d + 64 * j + 4 * r, src + 2 + 4 * j, 4);
+                memcpy(d + 256 + 2 * r, src, 2);
+            }
+}
+
+kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa) {
+#if defined(__x86_64__)
+    if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512)) return kz_avx512_gemm_q4_0_p16;
+#endif
+    (void)isa;
+    return NULL;
+}
+
+kz_gemm_p16_fn kz_gemm_p16_get(void) { return kz_gemm_p16_get_isa((int)kz_isa_active()); }
+
 /* bytes of n elements of a traits' type; 0 if n is not a whole number of blocks */
 static size_t tr_bytes(const kz_qtraits *t, int64_t n) {
     if (!t || n < 0 || n % t->blck) return 0;

@@ -31,6 +31,10 @@ typedef struct {
     int64_t n_in, n_out;
     size_t row_bytes;
     const void *data;
+    /* optional copy of rows [0, n_p16) in the 16-row interleaved layout of kz_pack16_q4_0
+     * (model option repack_weights); rows from n_p16 on are read from data. NULL: none. */
+    const void *p16;
+    int64_t n_p16;
 } kz_wmat;
 
 /* Y[t][o] = sum_i W[o][i] * X[t][i] for t < n_tok. X: n_tok x n_in f32 (row stride n_in),
@@ -64,6 +68,20 @@ typedef struct {
     float (*vec_dot)(const void *wrow, const void *act, int64_t n);
     kz_gemm_fn gemm;
 } kz_qtraits;
+
+/* 16-row interleaved Q4_0 layout, for kernels whose SIMD lane is a weight row (no horizontal
+ * sums): rows in groups of 16, each group block by block, a block being 288 bytes = 4 x 64
+ * bytes (dword j of row r at 64 j + 4 r: qs bytes 4j..4j+3, i.e. elements 4j.. low nibbles and
+ * 16+4j.. high) then the 16 rows' fp16 scales. Same size as the 16 x 18 byte original blocks.
+ * Packs n_rows (a multiple of 16) rows of n elements read with stride ws into dst. */
+void kz_pack16_q4_0(const void *w, size_t ws, int64_t n_rows, int64_t n, void *dst);
+/* The gemm over rows packed by kz_pack16_q4_0 (n_rows a multiple of 16), equal bit for bit to
+ * the Q4_0 gemm of the same level on the unpacked rows; NULL where the active level (or the
+ * given one, for tests) has no such kernel: then packing does not pay and is not done. */
+typedef void (*kz_gemm_p16_fn)(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
+                               int64_t n_tok, float *y, int64_t ldy);
+kz_gemm_p16_fn kz_gemm_p16_get(void);
+kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa);
 const kz_qtraits *kz_qtraits_get(uint32_t type);
 
 /* The scalar gemm of every type: one reference dot per element, rows outer (each weight row

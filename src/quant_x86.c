@@ -105,10 +105,12 @@ T_AVX512 KZ_INL void zr_tile(int nbc, const uint8_t *pk, const uint8_t *const ap
 }
 
 /* nt >= 8 expected (smaller batches are cheaper with the GEMV tiles) */
+/* pkd: NULL = regroup rows of w on the fly; else the rows already packed (kz_pack16_q4_0, nr a
+ * multiple of 16) and w is not read */
 T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
-                                  int64_t nt, float *y, int64_t ldy) {
+                                  int64_t nt, float *y, int64_t ldy, const uint8_t *pkd) {
     const int64_t nb = n / 32;
-    uint8_t pk[ZR_CH * 288] __attribute__((aligned(64)));
+    uint8_t pkbuf[ZR_CH * 288] __attribute__((aligned(64)));
     int32_t corr[ZR_TG * ZR_CH];
     for (int64_t tg = 0; tg < nt; tg += ZR_TG) {
         const int ntg = nt - tg < ZR_TG ? (int)(nt - tg) : ZR_TG;
@@ -120,18 +122,21 @@ T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_
             }
             for (int64_t r0 = 0; r0 < nr; r0 += 16) {
                 const int nv = nr - r0 < 16 ? (int)(nr - r0) : 16;
-                int32_t off[16];
-                for (int r = 0; r < 16; r++) off[r] = (int32_t)((size_t)(r < nv ? r : nv - 1) * ws);
-                const __m512i idx = _mm512_loadu_si512((const void *)off);
-                const uint8_t *base = w + (size_t)r0 * ws + (size_t)b0 * 18;
-                for (int b = 0; b < nbc; b++) {
-                    const uint8_t *src = base + (size_t)b * 18;
-                    uint8_t *dst = pk + (size_t)b * 288;
-                    KZ_UNROLL(4)
-                    for (int j = 0; j < 4; j++)
-                        _mm512_storeu_si512((void *)(dst + 64 * j), _mm512_i32gather_epi32(idx, (const void *)(src + 2 + 4 * j), 1));
-                    _mm256_storeu_si256((__m256i *)(dst + 256),
-                                        _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, (const void *)src, 1)));
+                const uint8_t *pk = pkd ? pkd + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * 288 : pkbuf;
+                if (!pkd) {
+                    int32_t off[16];
+                    for (int r = 0; r < 16; r++) off[r] = (int32_t)((size_t)(r < nv ? r : nv - 1) * ws);
+                    const __m512i idx = _mm512_loadu_si512((const void *)off);
+                    const uint8_t *base = w + (size_t)r0 * ws + (size_t)b0 * 18;
+                    for (int b = 0; b < nbc; b++) {
+                        const uint8_t *src = base + (size_t)b * 18;
+                        uint8_t *dst = pkbuf + (size_t)b * 288;
+                        KZ_UNROLL(4)
+                        for (int j = 0; j < 4; j++)
+                            _mm512_storeu_si512((void *)(dst + 64 * j), _mm512_i32gather_epi32(idx, (const void *)(src + 2 + 4 * j), 1));
+                        _mm256_storeu_si256((__m256i *)(dst + 256),
+                                            _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, (const void *)src, 1)));
+                    }
                 }
                 const __mmask16 km = (__mmask16)((1u << nv) - 1u);
                 for (int t0 = 0; t0 < ntg; t0 += 8) {
@@ -153,6 +158,49 @@ T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_
             }
         }
     }
+}
+
+/* GEMV over packed rows (decode): lane = weight row, the 16 rows' blocks are 4 contiguous zmm
+ * loads + their scales, so each thread streams one contiguous range and no horizontal sum is
+ * needed. Per lane the same exact integer block dot and float chain as the reference. */
+T_AVX512 static void zr_gemv_p16(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
+    const __m512i m = _mm512_set1_epi8(15);
+    int32_t corr[ZR_CH];
+    for (int64_t b0 = 0; b0 < nb; b0 += ZR_CH) {
+        const int nbc = nb - b0 < ZR_CH ? (int)(nb - b0) : ZR_CH;
+        for (int b = 0; b < nbc; b++) corr[b] = zr_corr(a + (size_t)(b0 + b) * 34);
+        for (int64_t g = 0; g < nr / 16; g++) {
+            const uint8_t *p = pk + ((size_t)g * (size_t)nb + (size_t)b0) * 288;
+            __m512 acc = b0 ? _mm512_loadu_ps(y + 16 * g) : _mm512_setzero_ps();
+            for (int b = 0; b < nbc; b++, p += 288) {
+                const uint8_t *ab = a + (size_t)(b0 + b) * 34;
+                __m512i s0 = _mm512_set1_epi32(corr[b]), s1 = _mm512_setzero_si512();
+                const __m512i q0 = _mm512_loadu_si512((const void *)p), q1 = _mm512_loadu_si512((const void *)(p + 64));
+                const __m512i q2 = _mm512_loadu_si512((const void *)(p + 128)), q3 = _mm512_loadu_si512((const void *)(p + 192));
+                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(q0, m), _mm512_set1_epi32(ld32(ab + 2)));
+                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(q1, m), _mm512_set1_epi32(ld32(ab + 6)));
+                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(q2, m), _mm512_set1_epi32(ld32(ab + 10)));
+                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(q3, m), _mm512_set1_epi32(ld32(ab + 14)));
+                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(_mm512_srli_epi32(q0, 4), m), _mm512_set1_epi32(ld32(ab + 18)));
+                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi32(q1, 4), m), _mm512_set1_epi32(ld32(ab + 22)));
+                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(_mm512_srli_epi32(q2, 4), m), _mm512_set1_epi32(ld32(ab + 26)));
+                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi32(q3, 4), m), _mm512_set1_epi32(ld32(ab + 30)));
+                const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 256)));
+                const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(ld16(ab))));
+                acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc));
+            }
+            _mm512_storeu_ps(y + 16 * g, acc);
+        }
+    }
+}
+
+T_AVX512 void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
+                                      float *y, int64_t ldy) {
+    if (nt >= 8) {
+        zr_gemm_q4_0(n, NULL, 0, nr, a, as, nt, y, ldy, pk);
+        return;
+    }
+    for (int64_t t = 0; t < nt; t++) zr_gemv_p16(n / 32, pk, nr, (const uint8_t *)a + (size_t)t * as, y + t * ldy);
 }
 
 /* ---------------- integer kernels: two variants of one template ---------------- */

@@ -55,7 +55,8 @@ run() { # run NAME CPU ENV... -- BINARY
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
   local t0=$SECONDS log="/tmp/kz-arm64-$name.log"
-  if env "${envs[@]}" qemu-aarch64 -cpu "$cpu" -L "$SYSROOT" "$@" >"$log" 2>&1; then
+  # a hang under emulation must fail within minutes, not eat the CI budget
+  if timeout -k 10 "${KZ_ARM64_TIMEOUT:-600}" env "${envs[@]}" qemu-aarch64 -cpu "$cpu" -L "$SYSROOT" "$@" >"$log" 2>&1; then
     pass=$((pass + 1)); echo "  ok   $name ($((SECONDS - t0)) s)"
   else
     fail=$((fail + 1)); failed+=("$name"); echo "  FAIL $name ($((SECONDS - t0)) s), log: $log"; tail -20 "$log"

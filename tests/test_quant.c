@@ -392,7 +392,7 @@ static void test_matmul(void) {
     {
         uint8_t wq[4 * 18] = { 0 };
         float x[64] = { 1 }, y[4];
-        kz_wmat bad[3] = { { KZ_T_IQ2_XXS, 256, 1, 66, wq }, { KZ_T_Q4_0, 48, 1, 27, wq }, { KZ_T_Q4_0, 64, 2, 18, wq } };
+        kz_wmat bad[3] = { { KZ_T_IQ2_XXS, 256, 1, 66, wq, NULL, 0 }, { KZ_T_Q4_0, 48, 1, 27, wq, NULL, 0 }, { KZ_T_Q4_0, 64, 2, 18, wq, NULL, 0 } };
         for (int i = 0; i < 3; i++) {
             y[0] = y[1] = 0;
             kz_matmul(pools[1], &bad[i], x, 1, y, 2, wq);
@@ -402,6 +402,75 @@ static void test_matmul(void) {
     for (int i = 0; i < 3; i++) kz_pool_free(pools[i]);
 }
 
+/* 16-row packed Q4_0 (kz_model_params.repack_weights): the layout holds every byte of the
+ * original blocks where quant.h says, and kz_matmul over packed rows (plus unpacked tail rows)
+ * equals per-row vec_dot bit for bit for any thread count and token count */
+static void test_matmul_p16(void) {
+    static const int64_t NIN[] = { 32 * 7, 32 * 33, 32 * 130 }; /* 130 blocks: more than one kernel chunk */
+    static const int NOUT[] = { 16, 35, 160 };
+    static const int NTOK[] = { 1, 3, 8, 13, 70 };
+    kz_pool *pools[2] = { kz_pool_new(2), kz_pool_new(3) };
+    CHECK(pools[0] && pools[1]);
+    const int have = kz_gemm_p16_get() != NULL;
+    unsigned long long s = 4242;
+    int n_cases = 0;
+    for (size_t ii = 0; ii < 3; ii++)
+        for (size_t oi = 0; oi < 3; oi++) {
+            const int64_t n_in = NIN[ii], nb = n_in / 32;
+            const int n_out = NOUT[oi], n_p16 = n_out - n_out % 16;
+            const size_t rb = rowb(KZ_T_Q4_0, n_in);
+            uint8_t *wq = malloc(rb * n_out), *pk = malloc((size_t)(n_p16 / 16) * nb * 288);
+            float *wf = malloc(sizeof(float) * n_in);
+            for (int o = 0; o < n_out; o++) {
+                kt_fill_row(wf, n_in, &s);
+                kz_quant_row(KZ_T_Q4_0, wf, wq + o * rb, n_in);
+            }
+            kz_pack16_q4_0(wq, rb, n_p16, n_in, pk);
+            int lay = 0;
+            for (int o = 0; o < n_p16; o++)
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *src = wq + o * rb + b * 18, *g = pk + ((size_t)(o / 16) * nb + b) * 288;
+                    if (memcmp(g + 256 + 2 * (o % 16), src, 2)) lay++;
+                    for (int j = 0; j < 4; j++) if (memcmp(g + 64 * j + 4 * (o % 16), src + 2 + 4 * j, 4)) lay++;
+                }
+            CHECKF(lay == 0, "pack16 %lldx%d: %d misplaced pieces", (long long)n_in, n_out, lay);
+            kz_wmat W = { .type = KZ_T_Q4_0, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = wq,
+                          .p16 = pk, .n_p16 = n_p16 };
+            for (size_t ki = 0; ki < 5 && have; ki++) {
+                const int n_tok = NTOK[ki];
+                const int64_t ldy = n_out + 5;
+                float *x = malloc(sizeof(float) * n_in * n_tok), *ref = malloc(sizeof(float) * n_tok * n_out);
+                float *y = malloc(sizeof(float) * ldy * n_tok);
+                for (int tk = 0; tk < n_tok; tk++) kt_fill_row(x + tk * n_in, n_in, &s);
+                const size_t arb = kz_act_row_bytes(KZ_T_Q4_0, n_in);
+                uint8_t *act = malloc(arb);
+                for (int tk = 0; tk < n_tok; tk++) {
+                    kz_act_convert(KZ_T_Q4_0, x + tk * n_in, act, n_in);
+                    for (int o = 0; o < n_out; o++) ref[tk * n_out + o] = kz_vec_dot(KZ_T_Q4_0, wq + o * rb, act, n_in);
+                }
+                void *work = malloc(kz_matmul_work_bytes(&W, n_tok));
+                for (int pi = -1; pi < 2; pi++) {
+                    for (int64_t i = 0; i < ldy * n_tok; i++) y[i] = -12345.0f;
+                    kz_matmul(pi < 0 ? NULL : pools[pi], &W, x, n_tok, y, ldy, work);
+                    int bad = 0, pad = 0;
+                    for (int tk = 0; tk < n_tok; tk++) {
+                        for (int o = 0; o < n_out; o++)
+                            if (memcmp(&y[tk * ldy + o], &ref[tk * n_out + o], 4)) bad++;
+                        for (int64_t o = n_out; o < ldy; o++) if (y[tk * ldy + o] != -12345.0f) pad++;
+                    }
+                    CHECKF(bad == 0 && pad == 0, "packed matmul %lldx%d n_tok=%d threads=%d: %d differ, %d pad writes",
+                           (long long)n_in, n_out, n_tok, pi < 0 ? 1 : pi + 2, bad, pad);
+                    n_cases++;
+                }
+                free(x); free(ref); free(y); free(act); free(work);
+            }
+            free(wq); free(pk); free(wf);
+        }
+    if (have) printf("  packed Q4_0 matmul: %d (shape, n_tok, threads) cases bit-identical to per-row vec_dot\n", n_cases);
+    else printf("  packed Q4_0 matmul: layout checked; no packed kernel at this ISA level\n");
+    for (int i = 0; i < 2; i++) kz_pool_free(pools[i]);
+}
+
 int main(void) {
     test_fp16();
     test_known();
@@ -409,5 +478,6 @@ int main(void) {
     test_roundtrip();
     test_vec_dot();
     test_matmul();
+    test_matmul_p16();
     KT_END();
 }

@@ -127,3 +127,33 @@ def test_bench_errors(models, tmp_path):
     missing = tmp_path / "nope.gguf"
     r = run("bench", "-m", missing, "-p", 4, "-n", 1, check=False)
     assert r.returncode == 1 and str(missing) in r.stderr
+
+
+def _cpu_flags():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def test_bench_repack_reported(models):
+    """--repack is reported in the JSON: packed bytes > 0 where the 16-row Q4_0 kernel exists
+    (x86 AVX-512 VNNI level), 0 when a lower level is forced; off by default."""
+    path = models["qwen35"]  # Q4_0
+    base = ["bench", "-m", path, "-p", 8, "-n", 2, "-r", 1, "-t", 2, "--json", "--membw-gbs", 10]
+    off = json.loads(run(*base).stdout)
+    assert off["repack"] == 0 and off["repacked_bytes"] == 0
+    on = json.loads(run(*base, "--repack").stdout)
+    assert on["repack"] == 1
+    assert 0 <= on["repacked_bytes"] <= on["model_bytes"]
+    assert on["prefill_tok_s"]["median"] > 0 and on["decode_tok_s"]["median"] > 0
+    if {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= _cpu_flags() and not os.environ.get("KZ_ISA"):
+        assert on["repacked_bytes"] > on["model_bytes"] // 2, on["repacked_bytes"]
+    env = dict(os.environ, KZ_ISA="avx2")
+    r = subprocess.run([str(KAZEIA), *map(str, base), "--repack"], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["repacked_bytes"] == 0

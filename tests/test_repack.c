@@ -1,0 +1,88 @@
+/* kz_model_params.repack_weights: the 16-row packed Q4_0 copy must give the same logits bit for
+ * bit as the mmap'd weights (prefill chunks of several sizes, then decode steps), on both archs.
+ * Where the CPU level has no packed kernel the option must be a no-op (no copy made). */
+#include <unistd.h>
+
+#include "kazeia.h"
+#include "kt.h"
+#include "mkmodel.h"
+#include "model.h"
+#include "quant.h"
+#include "types.h"
+
+static int n_packed(const kz_model *m) {
+    int n = m->output.p16 != NULL;
+    for (int i = 0; i < m->hp.n_layer; i++) {
+        const kz_layer *l = &m->layers[i];
+        const kz_wmat *ws[] = {&l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->wq, &l->wk, &l->wv, &l->wo,
+                               &l->wqkv, &l->wgate, &l->wbeta, &l->walpha, &l->wssm_out};
+        for (size_t j = 0; j < sizeof ws / sizeof *ws; j++) n += ws[j]->p16 != NULL;
+    }
+    return n;
+}
+
+/* logits of n tokens: a prefill of np tokens (want_all), then one decode step per token */
+static float *run(kz_model *m, const int32_t *tok, int n, int np, int nv) {
+    char err[256];
+    kz_context_params cp = kz_context_default_params();
+    cp.n_ctx = n + 4;
+    cp.n_threads = 2;
+    kz_context *c = kz_context_new(m, &cp, err, sizeof err);
+    if (!c) { fprintf(stderr, "context: %s\n", err); return NULL; }
+    float *lg = malloc(sizeof(float) * (size_t)n * nv);
+    int ok = kz_eval(c, tok, np, lg, 1) == 0;
+    for (int i = np; i < n && ok; i++) ok = kz_eval(c, tok + i, 1, lg + (size_t)i * nv, 0) == 0;
+    kz_context_free(c);
+    if (!ok) { free(lg); return NULL; }
+    return lg;
+}
+
+int main(void) {
+    const char *presets[2] = {"qwen35-tiny", "qwen3-tiny"};
+    const int have = kz_gemm_p16_get() != NULL;
+    for (int k = 0; k < 2; k++) {
+        char path[256], err[256];
+        snprintf(path, sizeof path, "/tmp/kz_test_repack_%d_%s.gguf", (int)getpid(), presets[k]);
+        kz_mkmodel_cfg cfg;
+        CHECK(kz_mkmodel_preset(presets[k], &cfg) == 0);
+        cfg.wtype = KZ_T_Q4_0;
+        cfg.n_threads = 1;
+        if (kz_mkmodel_write(&cfg, path, err, sizeof err) != 0) { fprintf(stderr, "mkmodel: %s\n", err); CHECK(0); continue; }
+        kz_model_params mp = kz_model_default_params();
+        mp.n_threads = 2;
+        kz_model *m0 = kz_model_load(path, &mp, err, sizeof err);
+        mp.repack_weights = 1;
+        kz_model *m1 = kz_model_load(path, &mp, err, sizeof err);
+        CHECK(m0 && m1);
+        if (!m0 || !m1) { kz_model_free(m0); kz_model_free(m1); unlink(path); continue; }
+        const int np1 = n_packed(m1);
+        CHECK(n_packed(m0) == 0);
+        CHECKF(have ? np1 > 0 : np1 == 0, "%s: %d matrices packed (packed kernel %s)", presets[k], np1,
+               have ? "present" : "absent");
+        const int nv = kz_model_n_vocab(m0), n = 90;
+        int32_t tok[90];
+        unsigned long long s = 7 + (unsigned long long)k;
+        for (int i = 0; i < n; i++) tok[i] = (int32_t)(kt_rng(&s) % (unsigned long long)nv);
+        static const int NP[] = { 1, 9, 70, 90 };
+        for (int pi = 0; pi < 4; pi++) {
+            float *a = run(m0, tok, n, NP[pi], nv), *b = run(m1, tok, n, NP[pi], nv);
+            CHECK(a && b);
+            if (a && b) {
+                long bad = 0;
+                for (size_t i = 0; i < (size_t)n * nv; i++) bad += memcmp(&a[i], &b[i], 4) != 0;
+                int finite = 1;
+                for (size_t i = 0; i < (size_t)n * nv; i++) finite &= isfinite(a[i]) && a[i] != 0.0f;
+                CHECK(finite);
+                CHECKF(bad == 0, "%s prefill %d: %ld of %d logits differ with repacked weights", presets[k], NP[pi],
+                       bad, n * nv);
+            }
+            free(a);
+            free(b);
+        }
+        printf("  %s: %d matrices packed, logits of 4 prefill/decode schedules identical\n", presets[k], np1);
+        kz_model_free(m0);
+        kz_model_free(m1);
+        unlink(path);
+    }
+    KT_END();
+}
