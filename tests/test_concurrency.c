@@ -260,13 +260,22 @@ static void test_cancel_latency(void) {
     static int32_t ref[MAXT], h[MAXT];
     int nref, nh;
     kz_stats st;
-    /* costs: step = (12 tokens - 4 tokens) / 8, same prompt; chunk = prefill / chunks */
+    /* costs: step = (36 tokens - 4 tokens) / 32, same prompt, the least of 3 runs each (the
+     * prompt's CPU time swings with what the other core does: differences of single runs of a
+     * few steps could even come out negative); chunk = prefill / chunks */
     (void)gen_cpu(c, user, 12, &st); /* warm-up: first-touch page faults count as CPU time */
-    double c4 = gen_cpu(c, user, 4, &st), c12 = gen_cpu(c, user, 12, &st);
+    double c4 = 1e300, c36 = 1e300;
+    for (int rep = 0; rep < 3; rep++) {
+        double a = gen_cpu(c, user, 4, &st), b = gen_cpu(c, user, 36, &st);
+        CHECK(st.n_gen == 36);
+        if (a < c4) c4 = a;
+        if (b < c36) c36 = b;
+    }
+    (void)gen_cpu(c, user, 12, &st); /* the reference below: 12 tokens */
     CHECK(st.n_gen == 12);
     const int32_t *hp = kz_context_history(c, &nref);
     memcpy(ref, hp, (size_t)nref * 4);
-    double step = (c12 - c4) / 8;
+    double step = (c36 - c4) / 32;
     /* prefill: a long prompt in 16-token chunks; one chunk = its prefill CPU per 16 tokens */
     char longp[96]; /* ~90 tokens with the byte-level vocab: 6 chunks */
     size_t o = 0;
