@@ -62,23 +62,31 @@ static void conv_task(void *arg, int ith, int nth) {
     conv_chunks(t, lo, hi);
 }
 
-/* rows [r_lo, r_hi) of the packed part (multiples of 16) through the packed kernel */
-static void dot_p16(const mm_task *t, int64_t r_lo, int64_t r_hi) {
+/* One kernel call on rows [r0, r0 + nr) x tokens [t0, t0 + nt): the packed kernel for rows
+ * below w->n_p16 (whole 16-row groups), the row kernel on w->data otherwise. */
+static void dot_block(const mm_task *t, int packed, int64_t r0, int64_t nr, int t0, int nt) {
     const kz_wmat *w = t->w;
-    const size_t gb = (size_t)(w->n_in / 32) * 288; /* bytes per 16-row group */
-    const uint8_t *pk = w->p16;
+    const uint8_t *a = t->act + (size_t)t0 * t->act_rb;
+    float *y = t->y + (int64_t)t0 * t->ldy + r0;
+    if (packed)
+        t->p16(w->n_in, (const uint8_t *)w->p16 + (size_t)(r0 / 16) * kz_pack16_group_bytes(w->n_in), nr, a,
+               t->act_rb, nt, y, t->ldy);
+    else
+        t->wt->gemm(w->n_in, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, a, t->act_rb,
+                    nt, y, t->ldy);
+}
+
+/* rows [r_lo, r_hi): decode in one call; prefill in MM_RB x MM_TB blocks, abort checked between */
+static void dot_rows(const mm_task *t, int packed, int64_t r_lo, int64_t r_hi) {
     if (t->n_tok == 1) {
-        t->p16(w->n_in, pk + (size_t)(r_lo / 16) * gb, r_hi - r_lo, t->act, t->act_rb, 1, t->y + r_lo, t->ldy);
+        dot_block(t, packed, r_lo, r_hi - r_lo, 0, 1);
         return;
     }
     for (int64_t r0 = r_lo; r0 < r_hi; r0 += MM_RB) {
         if (t->abort && atomic_load_explicit(t->abort, memory_order_relaxed)) return;
         const int64_t nr = r_hi - r0 < MM_RB ? r_hi - r0 : MM_RB;
-        for (int t0 = 0; t0 < t->n_tok; t0 += MM_TB) {
-            const int nt = t->n_tok - t0 < MM_TB ? t->n_tok - t0 : MM_TB;
-            t->p16(w->n_in, pk + (size_t)(r0 / 16) * gb, nr, t->act + (size_t)t0 * t->act_rb, t->act_rb, nt,
-                   t->y + (int64_t)t0 * t->ldy + r0, t->ldy);
-        }
+        for (int t0 = 0; t0 < t->n_tok; t0 += MM_TB)
+            dot_block(t, packed, r0, nr, t0, t->n_tok - t0 < MM_TB ? t->n_tok - t0 : MM_TB);
     }
 }
 
@@ -91,28 +99,13 @@ static void dot_task(void *arg, int ith, int nth) {
     kz_split((long)((w->n_out + unit - 1) / unit), ith, nth, &lo, &hi);
     int64_t r_lo = (int64_t)lo * unit;
     const int64_t r_hi = (int64_t)hi * unit < w->n_out ? (int64_t)hi * unit : w->n_out;
-    const uint8_t *wd = w->data;
     if (r_lo >= r_hi) return;
     if (t->p16 && r_lo < w->n_p16) {
         const int64_t e = r_hi < w->n_p16 ? r_hi : w->n_p16;
-        dot_p16(t, r_lo, e);
+        dot_rows(t, 1, r_lo, e);
         r_lo = e;
-        if (r_lo >= r_hi) return;
     }
-    if (t->n_tok == 1) {
-        t->wt->gemm(w->n_in, wd + (size_t)r_lo * w->row_bytes, w->row_bytes, r_hi - r_lo, t->act, t->act_rb, 1,
-                    t->y + r_lo, t->ldy);
-        return;
-    }
-    for (int64_t r0 = r_lo; r0 < r_hi; r0 += MM_RB) {
-        if (t->abort && atomic_load_explicit(t->abort, memory_order_relaxed)) return;
-        const int64_t nr = r_hi - r0 < MM_RB ? r_hi - r0 : MM_RB;
-        for (int t0 = 0; t0 < t->n_tok; t0 += MM_TB) {
-            const int nt = t->n_tok - t0 < MM_TB ? t->n_tok - t0 : MM_TB;
-            t->wt->gemm(w->n_in, wd + (size_t)r0 * w->row_bytes, w->row_bytes, nr, t->act + (size_t)t0 * t->act_rb,
-                        t->act_rb, nt, t->y + (int64_t)t0 * t->ldy + r0, t->ldy);
-        }
-    }
+    if (r_lo < r_hi) dot_rows(t, 0, r_lo, r_hi);
 }
 
 void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy,

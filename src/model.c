@@ -429,7 +429,7 @@ static int pack_weights(kz_model *m) {
     if (!list) return -1;
     const int n = pack_list(m, list, cap);
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += (size_t)(list[i]->n_out / 16) * (size_t)(list[i]->n_in / 32) * 288;
+    for (int i = 0; i < n; i++) total += (size_t)(list[i]->n_out / 16) * kz_pack16_group_bytes(list[i]->n_in);
     m->p16_bytes = total;
     if (total == 0) { free(list); return 0; }
     void *buf = NULL;
@@ -441,7 +441,7 @@ static int pack_weights(kz_model *m) {
     for (int i = 0; i < n; i++) {
         kz_wmat *w = list[i];
         const int64_t nr = w->n_out - w->n_out % 16;
-        const size_t bytes = (size_t)(nr / 16) * (size_t)(w->n_in / 32) * 288;
+        const size_t bytes = (size_t)(nr / 16) * kz_pack16_group_bytes(w->n_in);
         kz_pack16_q4_0(w->data, w->row_bytes, nr, w->n_in, d);
         w->p16 = d;
         w->n_p16 = nr;

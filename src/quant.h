@@ -75,6 +75,8 @@ typedef struct {
  * 16+4j.. high) then the 16 rows' fp16 scales. Same size as the 16 x 18 byte original blocks.
  * Packs n_rows (a multiple of 16) rows of n elements read with stride ws into dst. */
 void kz_pack16_q4_0(const void *w, size_t ws, int64_t n_rows, int64_t n, void *dst);
+/* bytes of one packed 16-row group of rows of n elements (16 x 18 bytes per block) */
+static inline size_t kz_pack16_group_bytes(int64_t n) { return (size_t)(n / 32) * 288; }
 /* The gemm over rows packed by kz_pack16_q4_0 (n_rows a multiple of 16), equal bit for bit to
  * the Q4_0 gemm of the same level on the unpacked rows; NULL where the active level (or the
  * given one, for tests) has no such kernel: then packing does not pay and is not done. */

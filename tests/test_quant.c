@@ -314,6 +314,31 @@ static void test_vec_dot(void) {
 }
 
 /* ---- matmul: per-row vec_dot reference, bit-identical across thread counts ---- */
+/* reference for kz_matmul: each token row converted to the activation type, dotted with each
+ * weight row by kz_vec_dot (act: scratch of one converted row) */
+static void ref_matmul(uint32_t t, const uint8_t *wq, size_t rb, int n_out, const float *x, int64_t n_in,
+                       int n_tok, uint8_t *act, float *ref) {
+    for (int tk = 0; tk < n_tok; tk++) {
+        kz_act_convert(t, x + tk * n_in, act, n_in);
+        for (int o = 0; o < n_out; o++) ref[tk * n_out + o] = kz_vec_dot(t, wq + o * rb, act, n_in);
+    }
+}
+
+/* kz_matmul into y (row stride ldy > n_out, filled with a sentinel first): counts the outputs
+ * not bit-identical to ref and the writes into the padding */
+static void matmul_vs_ref(kz_pool *pool, const kz_wmat *W, const float *x, int n_tok, const float *ref, float *y,
+                          int64_t ldy, void *work, int *bad, int *pad) {
+    const int n_out = (int)W->n_out;
+    for (int64_t i = 0; i < ldy * n_tok; i++) y[i] = -12345.0f;
+    kz_matmul(pool, W, x, n_tok, y, ldy, work);
+    *bad = *pad = 0;
+    for (int tk = 0; tk < n_tok; tk++) {
+        for (int o = 0; o < n_out; o++)
+            if (memcmp(&y[tk * ldy + o], &ref[tk * n_out + o], 4)) (*bad)++;
+        for (int64_t o = n_out; o < ldy; o++) if (y[tk * ldy + o] != -12345.0f) (*pad)++;
+    }
+}
+
 static void test_matmul(void) {
     static const int64_t NIN[] = { 32 * 7, 32 * 33 };
     static const int NOUT[] = { 1, 3, 17, 63 };
@@ -345,24 +370,14 @@ static void test_matmul(void) {
                     size_t arb = kz_act_row_bytes(t, n_in);
                     uint8_t *act = malloc(arb);
                     float *ref = malloc(sizeof(float) * n_tok * n_out);
-                    for (int tk = 0; tk < n_tok; tk++) {
-                        kz_act_convert(t, x + tk * n_in, act, n_in);
-                        for (int o = 0; o < n_out; o++)
-                            ref[tk * n_out + o] = kz_vec_dot(t, wq + o * rb, act, n_in);
-                    }
+                    ref_matmul(t, wq, rb, n_out, x, n_in, n_tok, act, ref);
                     size_t wb = kz_matmul_work_bytes(&W, n_tok);
                     CHECK(wb == (t == KZ_T_F32 ? 0 : arb * n_tok));
                     float *y = malloc(sizeof(float) * ldy * n_tok);
                     void *work = malloc(wb ? wb : 1);
                     for (int pi = -1; pi < 3; pi++) {
-                        for (int64_t i = 0; i < ldy * n_tok; i++) y[i] = -12345.0f;
-                        kz_matmul(pi < 0 ? NULL : pools[pi], &W, x, n_tok, y, ldy, work);
-                        int bad = 0, pad = 0;
-                        for (int tk = 0; tk < n_tok; tk++) {
-                            for (int o = 0; o < n_out; o++)
-                                if (memcmp(&y[tk * ldy + o], &ref[tk * n_out + o], 4)) bad++;
-                            for (int64_t o = n_out; o < ldy; o++) if (y[tk * ldy + o] != -12345.0f) pad++;
-                        }
+                        int bad, pad;
+                        matmul_vs_ref(pi < 0 ? NULL : pools[pi], &W, x, n_tok, ref, y, ldy, work, &bad, &pad);
                         CHECKF(bad == 0 && pad == 0, "matmul %s %lldx%d n_tok=%d threads=%d: %d differ, %d pad writes",
                                tname(t), (long long)n_in, n_out, n_tok, pi < 0 ? 0 : pi + 1, bad, pad);
                         n_cases++;
@@ -444,20 +459,11 @@ static void test_matmul_p16(void) {
                 for (int tk = 0; tk < n_tok; tk++) kt_fill_row(x + tk * n_in, n_in, &s);
                 const size_t arb = kz_act_row_bytes(KZ_T_Q4_0, n_in);
                 uint8_t *act = malloc(arb);
-                for (int tk = 0; tk < n_tok; tk++) {
-                    kz_act_convert(KZ_T_Q4_0, x + tk * n_in, act, n_in);
-                    for (int o = 0; o < n_out; o++) ref[tk * n_out + o] = kz_vec_dot(KZ_T_Q4_0, wq + o * rb, act, n_in);
-                }
+                ref_matmul(KZ_T_Q4_0, wq, rb, n_out, x, n_in, n_tok, act, ref);
                 void *work = malloc(kz_matmul_work_bytes(&W, n_tok));
                 for (int pi = -1; pi < 2; pi++) {
-                    for (int64_t i = 0; i < ldy * n_tok; i++) y[i] = -12345.0f;
-                    kz_matmul(pi < 0 ? NULL : pools[pi], &W, x, n_tok, y, ldy, work);
-                    int bad = 0, pad = 0;
-                    for (int tk = 0; tk < n_tok; tk++) {
-                        for (int o = 0; o < n_out; o++)
-                            if (memcmp(&y[tk * ldy + o], &ref[tk * n_out + o], 4)) bad++;
-                        for (int64_t o = n_out; o < ldy; o++) if (y[tk * ldy + o] != -12345.0f) pad++;
-                    }
+                    int bad, pad;
+                    matmul_vs_ref(pi < 0 ? NULL : pools[pi], &W, x, n_tok, ref, y, ldy, work, &bad, &pad);
                     CHECKF(bad == 0 && pad == 0, "packed matmul %lldx%d n_tok=%d threads=%d: %d differ, %d pad writes",
                            (long long)n_in, n_out, n_tok, pi < 0 ? 1 : pi + 2, bad, pad);
                     n_cases++;
