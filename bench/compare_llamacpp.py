@@ -179,11 +179,13 @@ def main():
     ap.add_argument("--type", default="q4_0", help="weight type of generated models (default q4_0)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--flash-attn", action="store_true", help="llama.cpp: enable flash attention")
-    ap.add_argument("--repack", action="store_true",
-                    help="kazeia: repack Q4_0 weights at load into the 16-row layout (kazeia bench --repack)")
-    ap.add_argument("--repack-both", action="store_true",
-                    help="kazeia twice per model, mmap layout before llama.cpp and --repack after it, "
-                         "both against the same llama.cpp run (table rows 'kazeia' and 'kazeia+repack')")
+    ap.add_argument("--no-repack", action="store_true",
+                    help="kazeia: keep Q4_0 weights zero-copy mmap (kazeia bench --no-repack; the default "
+                         "repacks them at load into the 16-row layout where an AVX-512 VNNI kernel exists)")
+    ap.add_argument("--both-layouts", "--repack-both", action="store_true", dest="both_layouts",
+                    help="kazeia twice per model, default (repacked) layout before llama.cpp and the mmap "
+                         "layout (--no-repack) after it, both against the same llama.cpp run "
+                         "(table rows 'model' and 'model mmap')")
     ap.add_argument("--membw-gbs", type=float, default=0, help="use this read bandwidth instead of measuring it")
     ap.add_argument("--engines", default="kazeia,llama.cpp", help="which engines to run (default both)")
     ap.add_argument("--build", default=os.environ.get("KZ_BUILD", "build"), help="kazeia build dir")
@@ -225,7 +227,7 @@ def main():
         # our bytes/token also serve llama.cpp's bandwidth figure, so always ask kazeia for them
         ours = kazeia(a, "-m", path, "-p", p, "-n", n, "-t", a.t, "-r", a.r if "kazeia" in engines else 1,
                       "--warmup", a.warmup if "kazeia" in engines else 0, "--kv", a.kv, "--seed", a.seed,
-                      "--membw-gbs", bw, "--json", *(["--repack"] if a.repack else []))
+                      "--membw-gbs", bw, "--json", *(["--no-repack"] if a.no_repack else []))
         log(f"  {time.time() - t0:.0f} s")
         row["weight_bytes_per_token"] = ours["weight_bytes_per_token"]
         if "kazeia" in engines:
@@ -239,14 +241,14 @@ def main():
                 lc["decode_gbs"] = ours["weight_bytes_per_token"] * lc["decode_tok_s"]["median"] / 1e9
                 lc["decode_bw_pct"] = 100 * lc["decode_gbs"] / bw
             row["llama.cpp"] = lc
-        if a.repack_both and "kazeia" in engines:
-            log(f"{name}: kazeia --repack ...")
+        if a.both_layouts and "kazeia" in engines:
+            log(f"{name}: kazeia --no-repack ...")
             t0 = time.time()
-            row["kazeia+repack"] = kazeia(a, "-m", path, "-p", p, "-n", n, "-t", a.t, "-r", a.r, "--warmup", a.warmup,
-                                          "--kv", a.kv, "--seed", a.seed, "--membw-gbs", bw, "--json", "--repack")
+            row["kazeia-mmap"] = kazeia(a, "-m", path, "-p", p, "-n", n, "-t", a.t, "-r", a.r, "--warmup", a.warmup,
+                                        "--kv", a.kv, "--seed", a.seed, "--membw-gbs", bw, "--json", "--no-repack")
             log(f"  {time.time() - t0:.0f} s")
         for k in ("prefill_tok_s", "decode_tok_s"):
-            for eng, suffix in (("kazeia", ""), ("kazeia+repack", "_repack")):
+            for eng, suffix in (("kazeia", ""), ("kazeia-mmap", "_mmap")):
                 if eng in row and "llama.cpp" in row and k in row[eng] and k in row["llama.cpp"]:
                     row["ratio_" + k.split("_")[0] + suffix] = row[eng][k]["median"] / row["llama.cpp"][k]["median"]
         res["results"].append(row)
@@ -264,13 +266,13 @@ def main():
     lc_ver = next((r["llama.cpp"]["version"] for r in res["results"] if "llama.cpp" in r), None)
     if lc_ver:
         print(f"llama-cpp-python {lc_ver}")
-    w = max([14] + [len(r["model"]) + (8 if "kazeia+repack" in r else 0) for r in res["results"]])
+    w = max([14] + [len(r["model"]) + (5 if "kazeia-mmap" in r else 0) for r in res["results"]])
     print(f"| {'model':<{w}} | {'test':>6} | {'kazeia t/s':>10} | {'llama.cpp t/s':>13} | {'ours/llama':>10} | "
           f"{'ours %bw':>8} | {'llama %bw':>9} |")
     print(f"|{'-' * (w + 2)}|{'-' * 8}|{'-' * 12}|{'-' * 15}|{'-' * 12}|{'-' * 10}|{'-' * 11}|")
     for r in res["results"]:
         for k, test in (("prefill_tok_s", f"pp{r['n_prompt']}"), ("decode_tok_s", f"tg{r['n_gen']}")):
-            for eng, suffix in (("kazeia", ""), ("kazeia+repack", "_repack")):
+            for eng, suffix in (("kazeia", ""), ("kazeia-mmap", "_mmap")):
                 if eng != "kazeia" and eng not in r:
                     continue
                 o = r.get(eng, {}).get(k, {}).get("median")
@@ -280,7 +282,7 @@ def main():
                 ratio = r.get("ratio_" + k.split("_")[0] + suffix)
                 bo = r.get(eng, {}).get("decode_bw_pct") if k == "decode_tok_s" else None
                 bl = r.get("llama.cpp", {}).get("decode_bw_pct") if k == "decode_tok_s" else None
-                label = r["model"] + (" +repack" if suffix else "")
+                label = r["model"] + (" mmap" if suffix else "")
                 print(f"| {label:<{w}} | {test:>6} | {fmt(o, 10)} | {fmt(lc, 13)} | {fmt(ratio, 10)} | "
                       f"{fmt(bo, 8)} | {fmt(bl, 9)} |")
     print(f"(results: {a.out})")

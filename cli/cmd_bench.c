@@ -48,7 +48,8 @@ static void bench_usage(FILE *f) {
             "  --membw-passes K measured passes over the buffer (default 5, after 1 warm-up)\n"
             "  --json           print one JSON object on stdout instead of the table\n"
             "  --profile        per-part time breakdown of the measured prefills (table output)\n"
-            "  --repack         repack Q4_0 weights at load into the 16-row layout (kz_model_params.repack_weights)\n"
+            "  --no-repack      keep Q4_0 weights zero-copy (mmap): no 16-row repack at load (the default\n"
+            "                   repacks where an AVX-512 VNNI kernel exists; --repack says so explicitly)\n"
             "Decode is measured right after the prefill (depth p). Peak RSS is taken before the\n"
             "bandwidth buffer is allocated.\n");
 }
@@ -148,6 +149,11 @@ static double measure_membw(int n_threads, size_t mib, int passes, double *best,
                  strerror(errno));
         return -1;
     }
+#ifdef MADV_HUGEPAGE
+    /* huge pages where offered: the roofline is the best the memory does, not a TLB-bound read
+     * (the engine's repacked weights are on huge pages too) */
+    madvise(mem, bytes, MADV_HUGEPAGE);
+#endif
     kz_pool *pool = kz_pool_new(n_threads);
     bw_task *t = calloc(1, sizeof *t);
     double *gbs = malloc((size_t)passes * sizeof *gbs);
@@ -266,13 +272,14 @@ int cmd_bench(int argc, char **argv) {
     long p = 512, n = 128, threads = 0, runs = 5, warmup = 1, n_batch = 512, seed = 1;
     long membw_mib = 1024, membw_passes = 5;
     double membw_given = 0;
-    int json = 0, membw_only = 0, no_membw = 0, profile = 0, repack = 0;
+    int json = 0, membw_only = 0, no_membw = 0, profile = 0, repack = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--profile")) { profile = 1; continue; }
         if (!strcmp(a, "--repack")) { repack = 1; continue; }
+        if (!strcmp(a, "--no-repack")) { repack = 0; continue; }
         if (!strcmp(a, "--membw")) { membw_only = 1; continue; }
         if (!strcmp(a, "--no-membw")) { no_membw = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "kazeia bench: option %s needs a value\n", a); return 2; }
@@ -326,7 +333,8 @@ int cmd_bench(int argc, char **argv) {
 
     kz_model_params mp = kz_model_default_params();
     mp.n_threads = (int)threads;
-    mp.repack_weights = repack;
+    if (repack >= 0) mp.repack_weights = repack;
+    repack = mp.repack_weights;
     double tl = now_s();
     kz_model *m = kz_model_load(model, &mp, err, sizeof err);
     if (!m) { fprintf(stderr, "kazeia bench: %s\n", err); return 1; }

@@ -18,7 +18,7 @@ static void logits_usage(FILE *f) {
             "  --n-batch B     max tokens per forward chunk (default 512)\n"
             "  --ctx N         context size (default: number of tokens)\n"
             "  --profile       per-part time breakdown of the prefill on stderr\n"
-            "  --repack        repack Q4_0 weights at load (kz_model_params.repack_weights)\n"
+            "  --no-repack     keep Q4_0 weights zero-copy (default: 16-row repack at load on AVX-512 VNNI)\n"
             "Writes float32 little-endian logits [n_tokens][n_vocab] to OUT.bin.\n");
 }
 
@@ -58,12 +58,13 @@ static int parse_tokens(const char *s, int32_t **out) {
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *toks = NULL, *outp = NULL, *kvs = "f32";
-    int prefill = -1, threads = 0, n_batch = 0, n_ctx = 0, profile = 0, repack = 0;
+    int prefill = -1, threads = 0, n_batch = 0, n_ctx = 0, profile = 0, repack = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { logits_usage(stdout); return 0; }
         if (!strcmp(a, "--profile")) { profile = 1; continue; }
         if (!strcmp(a, "--repack")) { repack = 1; continue; }
+        if (!strcmp(a, "--no-repack")) { repack = 0; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "kazeia logits: option %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
@@ -97,7 +98,7 @@ int cmd_logits(int argc, char **argv) {
     char err[512];
     kz_model_params mp = kz_model_default_params();
     mp.n_threads = threads;
-    mp.repack_weights = repack;
+    if (repack >= 0) mp.repack_weights = repack;
     double t0 = now_ms();
     kz_model *m = kz_model_load(model, &mp, err, sizeof err);
     if (!m) { fprintf(stderr, "kazeia logits: %s\n", err); free(tok); return 1; }

@@ -113,6 +113,41 @@ static inline void axpy(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* max(m, s[0..n)): 8 running maxima (exact, so the same value as a serial scan) */
+static float row_max(const float *s, float m, int n) {
+    float mm[8];
+    for (int l = 0; l < 8; l++) mm[l] = m;
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) mm[l] = s[j + l] > mm[l] ? s[j + l] : mm[l];
+    for (; j < n; j++) m = s[j] > m ? s[j] : m;
+    for (int l = 0; l < 8; l++) m = mm[l] > m ? mm[l] : m;
+    return m;
+}
+
+/* y = a x (8 at a time) */
+static void scale_to(float *restrict y, const float *restrict x, float a, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) y[i + l] = a * x[i + l];
+    for (; i < n; i++) y[i] = a * x[i];
+}
+
+/* s[j] = e^(s[j] - m) for j < n, returns their sum: blocks of 8 (vectorised), 8 partial sums
+ * in double in a fixed order */
+static double exp_sum(float *s, float m, int n) {
+    double acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        float e[8];
+        for (int l = 0; l < 8; l++) e[l] = kz_exp(s[j + l] - m);
+        for (int l = 0; l < 8; l++) { s[j + l] = e[l]; acc[l] += e[l]; }
+    }
+    double sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; j < n; j++) { s[j] = kz_exp(s[j] - m); sum += s[j]; }
+    return sum;
+}
+
 size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos) {
     const size_t n_rep = (size_t)(kv->n_head / kv->n_head_kv);
     return n_rep * (size_t)n_pos + (size_t)kv->head_dim;
@@ -132,10 +167,9 @@ void kz_attn_partial(const kz_kv_layer *kv, int g, int p0, int p1, const float *
         for (int r = 0; r < n_rep; r++) sc[(size_t)r * n + t] = dot8(q + (size_t)r * ldq, kr, hd) * scale;
     }
     for (int r = 0; r < n_rep; r++) {
-        float *s = sc + (size_t)r * n, mx = s[0];
-        for (int t = 1; t < n; t++) if (s[t] > mx) mx = s[t];
-        double sum = 0.0;
-        for (int t = 0; t < n; t++) { s[t] = expf(s[t] - mx); sum += s[t]; }
+        float *s = sc + (size_t)r * n;
+        const float mx = row_max(s + 1, s[0], n - 1);
+        double sum = exp_sum(s, mx, n);
         ml[2 * r] = mx;
         ml[2 * r + 1] = (float)sum;
     }
@@ -158,7 +192,7 @@ void kz_attn_merge(int n_rep, int hd, int n_part, const float *ml, const float *
         for (int i = 0; i < n_part; i++) {
             const float *p = ml + (size_t)i * 2 * n_rep + 2 * r;
             if (p[1] == 0.0f) continue; /* empty partial */
-            const float w = expf(p[0] - mx);
+            const float w = kz_exp(p[0] - mx);
             l += (double)w * p[1];
             axpy(o, w, acc + ((size_t)i * n_rep + r) * hd, hd);
         }
@@ -168,31 +202,35 @@ void kz_attn_merge(int n_rep, int hd, int n_part, const float *ml, const float *
 
 size_t kz_attn_tile_scratch_floats(const kz_kv_layer *kv, int nt) {
     const size_t hd = (size_t)kv->head_dim, nq = (size_t)nt * (size_t)(kv->n_head / kv->n_head_kv);
-    /* Q, acc: nq x hd; K^T: hd x BK; V: BK x hd; scores: nq x BK; max, sum, rescale: nq; row tmp */
-    return 2 * nq * hd + 2 * hd * KZ_ATTN_BK + nq * KZ_ATTN_BK + 3 * nq + hd;
+    /* Q, acc: nq x hd; K^T: hd x BK; V (also the K rows before their transpose): BK x hd;
+     * scores: nq x BK; max, sum, rescale: nq */
+    return 2 * nq * hd + 2 * hd * KZ_ATTN_BK + nq * KZ_ATTN_BK + 3 * nq;
 }
 
 void kz_attn_tile(const kz_kv_layer *kv, int g, int pos0, int nt, const float *q, size_t ldq_t, size_t ldq_r,
                   float scale, float *out, size_t ldo_t, float *scratch) {
     const int hd = kv->head_dim, n_rep = kv->n_head / kv->n_head_kv, nq = nt * n_rep, BK = KZ_ATTN_BK;
     float *Q = scratch, *acc = Q + (size_t)nq * hd, *KT = acc + (size_t)nq * hd, *Vb = KT + (size_t)hd * BK;
-    float *S = Vb + (size_t)BK * hd, *mx = S + (size_t)nq * BK, *sum = mx + nq, *rs = sum + nq, *tmp = rs + nq;
+    float *S = Vb + (size_t)BK * hd, *mx = S + (size_t)nq * BK, *sum = mx + nq, *rs = sum + nq;
     /* query row i = t * n_rep + r, pre-scaled */
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < n_rep; r++) {
             const float *src = q + (size_t)t * ldq_t + (size_t)r * ldq_r;
-            float *dst = Q + ((size_t)t * n_rep + r) * hd;
-            for (int i = 0; i < hd; i++) dst[i] = src[i] * scale;
+            scale_to(Q + ((size_t)t * n_rep + r) * hd, src, scale, hd);
         }
     memset(acc, 0, (size_t)nq * hd * sizeof(float));
     for (int i = 0; i < nq; i++) { mx[i] = -INFINITY; sum[i] = 0.0f; }
     const int kend = pos0 + nt; /* the last query sees positions < kend */
     for (int k0 = 0; k0 < kend; k0 += BK) {
         const int nb = kend - k0 < BK ? kend - k0 : BK;
-        for (int j = 0; j < nb; j++) { /* K rows -> K^T block (f32) */
-            const float *kr = row_f32(kv, 0, g, k0 + j, tmp);
-            for (int i = 0; i < hd; i++) KT[(size_t)i * BK + j] = kr[i];
+        /* K rows -> K^T block (f32): rows to f32 in the V buffer (free until the V rows come),
+         * then transposed in 8 x 8 tiles (a column-at-a-time write touches hd lines per row) */
+        for (int j = 0; j < nb; j++) {
+            float *kr = Vb + (size_t)j * hd;
+            const float *src = row_f32(kv, 0, g, k0 + j, kr);
+            if (src != kr) memcpy(kr, src, (size_t)hd * sizeof(float));
         }
+        kz_transpose(KT, BK, Vb, (size_t)hd, nb, hd);
         kz_sgemm(nq, nb, hd, Q, (size_t)hd, KT, BK, S, BK, 1.0f, NULL, 0.0f, KZ_TRI_NONE);
         /* causal mask + online softmax: query token t sees k0 + j <= pos0 + t */
         for (int i = 0; i < nq; i++) {
@@ -204,11 +242,9 @@ void kz_attn_tile(const kz_kv_layer *kv, int g, int pos0, int nt, const float *q
                 rs[i] = 1.0f;
                 continue;
             }
-            float m = mx[i];
-            for (int j = 0; j < nv; j++) if (si[j] > m) m = si[j];
-            rs[i] = expf(mx[i] - m); /* exp(-inf) = 0 on the first block */
-            float l = 0.0f;
-            for (int j = 0; j < nv; j++) { si[j] = expf(si[j] - m); l += si[j]; }
+            const float m = row_max(si, mx[i], nv);
+            rs[i] = kz_exp(mx[i] - m); /* exp(-inf) = 0 on the first block */
+            const float l = (float)exp_sum(si, m, nv);
             for (int j = nv; j < nb; j++) si[j] = 0.0f;
             sum[i] = sum[i] * rs[i] + l;
             mx[i] = m;
@@ -225,10 +261,7 @@ void kz_attn_tile(const kz_kv_layer *kv, int g, int pos0, int nt, const float *q
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < n_rep; r++) {
             const int i = t * n_rep + r;
-            const float inv = 1.0f / sum[i];
-            const float *a = acc + (size_t)i * hd;
-            float *o = out + (size_t)t * ldo_t + (size_t)r * hd;
-            for (int c = 0; c < hd; c++) o[c] = a[c] * inv;
+            scale_to(out + (size_t)t * ldo_t + (size_t)r * hd, acc + (size_t)i * hd, 1.0f / sum[i], hd);
         }
 }
 

@@ -137,6 +137,12 @@ static size_t mm_work_max(const kz_model *m, int B) {
                                &l->wqkv, &l->wgate, &l->wbeta, &l->walpha, &l->wssm_out};
         for (size_t j = 0; j < sizeof ws / sizeof *ws; j++)
             if (ws[j]->data) w = maxz(w, kz_matmul_work_bytes(ws[j], B));
+        /* the groups applied to one input together (mm3/mm4 below): one converted X per act type */
+        const kz_wmat *g_attn[] = {&l->wq, &l->wk, &l->wv}, *g_gdn[] = {&l->wqkv, &l->wgate, &l->wbeta, &l->walpha},
+                      *g_ffn[] = {&l->ffn_gate, &l->ffn_up};
+        if (l->wq.data) w = maxz(w, kz_matmul_multi_work_bytes(g_attn, 3, B));
+        if (l->wqkv.data) w = maxz(w, kz_matmul_multi_work_bytes(g_gdn, 4, B));
+        if (l->ffn_gate.data) w = maxz(w, kz_matmul_multi_work_bytes(g_ffn, 2, B));
     }
     return w;
 }
@@ -331,7 +337,8 @@ static void run_task(kz_seq *s, kz_task_fn fn, void *arg) {
 }
 
 typedef struct {
-    const float *src;
+    float *src;
+    const float *add; /* non-NULL: src += add first (the residual add fused into the norm) */
     float *dst;
     const float *w;
     int n, rows;
@@ -342,12 +349,16 @@ static void norm_fn(void *arg, int ith, int nth) {
     const norm_task *a = arg;
     long lo, hi;
     kz_split(a->rows, ith, nth, &lo, &hi);
-    for (long r = lo; r < hi; r++)
-        kz_rmsnorm(a->dst + (size_t)r * a->n, a->src + (size_t)r * a->n, a->w, a->n, a->eps);
+    for (long r = lo; r < hi; r++) {
+        float *x = a->src + (size_t)r * a->n, *y = a->dst + (size_t)r * a->n;
+        if (a->add) kz_add_rmsnorm(x, a->add + (size_t)r * a->n, y, a->w, a->n, a->eps);
+        else kz_rmsnorm(y, x, a->w, a->n, a->eps);
+    }
 }
 
-static void run_norm(kz_seq *s, const float *src, float *dst, const float *w, int n, int rows) {
-    norm_task a = {src, dst, w, n, rows, s->m->hp.rms_eps};
+/* dst = rmsnorm(src (+= add when add is not NULL)) for rows of n floats, rows on the pool */
+static void run_norm(kz_seq *s, float *src, const float *add, float *dst, const float *w, int n, int rows) {
+    norm_task a = {src, add, dst, w, n, rows, s->m->hp.rms_eps};
     if (rows == 1) norm_fn(&a, 0, 1);
     else run_task(s, norm_fn, &a);
 }
@@ -450,7 +461,7 @@ static void attn_merge_fn(void *arg, int ith, int nth) {
             for (int r = 0; r < n_rep; r++) {
                 const float *gate = a->s->t1 + (size_t)t * a->ldq + (size_t)(g * n_rep + r) * qh + hd;
                 float *oh = o + (size_t)r * hd;
-                for (int i = 0; i < hd; i++) oh[i] *= kz_sigmoid(gate[i]);
+                kz_mul_sigmoid(oh, gate, hd);
             }
     }
 }
@@ -475,7 +486,7 @@ static void attn_tile_fn(void *arg, int ith, int nth) {
                 for (int r = 0; r < n_rep; r++) {
                     const float *gate = q + (size_t)t * a->ldq + (size_t)r * qh + hd;
                     float *oh = o + (size_t)t * a->s->ld4 + (size_t)r * hd;
-                    for (int i = 0; i < hd; i++) oh[i] *= kz_sigmoid(gate[i]);
+                    kz_mul_sigmoid(oh, gate, hd);
                 }
     }
 }
@@ -555,6 +566,15 @@ static void mm(kz_seq *s, const kz_wmat *w, const float *x, int n, float *y, siz
     kz_matmul_abortable(s->pool, w, x, n, y, (int64_t)ldy, s->mm_work, s->chunk_abort);
 }
 
+/* nw matrices on the same input: X converted once, one pool dispatch for all their rows */
+static void mm_group(kz_seq *s, const kz_wmat *const *w, int nw, const float *x, int n, float *const *y,
+                     const size_t *ldy) {
+    if (chunk_aborted(s)) return;
+    int64_t ld[KZ_MM_MAX];
+    for (int i = 0; i < nw; i++) ld[i] = (int64_t)ldy[i];
+    kz_matmul_multi(s->pool, w, nw, x, n, y, ld, s->mm_work, s->chunk_abort);
+}
+
 static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
     const kz_hparams *hp = &s->m->hp;
     kz_kv_layer *kv = &s->kv[ly->state_idx];
@@ -562,9 +582,12 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
     s->ld1 = (size_t)ly->wq.n_out;
     s->ld2 = s->ld3 = (size_t)ly->wk.n_out;
     s->ld4 = (size_t)ly->wo.n_in;
-    mm(s, &ly->wq, s->hn, n, s->t1, s->ld1);
-    mm(s, &ly->wk, s->hn, n, s->t2, s->ld2);
-    mm(s, &ly->wv, s->hn, n, s->t3, s->ld3);
+    {
+        const kz_wmat *w[] = {&ly->wq, &ly->wk, &ly->wv};
+        float *y[] = {s->t1, s->t2, s->t3};
+        const size_t ld[] = {s->ld1, s->ld2, s->ld3};
+        mm_group(s, w, 3, s->hn, n, y, ld);
+    }
     prof(s, KZ_PROF_ATTN_PROJ);
     attn_prep_task pt = {s, ly, kv, n, p0, gated, s->ld1};
     run_task(s, attn_prep_fn, &pt);
@@ -601,10 +624,12 @@ static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
                    s->ssm_state + (size_t)ly->state_idx * s->ssm_per_layer, n};
     s->ld1 = s->ld3 = (size_t)hp->ssm_conv_dim;
     s->ld2 = s->ld4 = (size_t)hp->ssm_d_inner;
-    mm(s, &ly->wqkv, s->hn, n, s->t1, s->ld1);
-    mm(s, &ly->wgate, s->hn, n, s->t2, s->ld2);
-    mm(s, &ly->wbeta, s->hn, n, s->t5, 2 * Hv);
-    mm(s, &ly->walpha, s->hn, n, s->t5 + Hv, 2 * Hv);
+    {
+        const kz_wmat *w[] = {&ly->wqkv, &ly->wgate, &ly->wbeta, &ly->walpha};
+        float *y[] = {s->t1, s->t2, s->t5, s->t5 + Hv};
+        const size_t ld[] = {s->ld1, s->ld2, 2 * Hv, 2 * Hv};
+        mm_group(s, w, 4, s->hn, n, y, ld);
+    }
     prof(s, KZ_PROF_GDN_PROJ);
     run_task(s, gdn_conv_fn, &gt);
     prof(s, KZ_PROF_GDN_CONV);
@@ -662,10 +687,11 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
         s->chunk_abort = NULL;                                                   \
         return 1;                                                                \
     }
+    /* each residual add (x += out) runs fused into the norm that follows it, on the pool */
     for (int il = 0; il < hp->n_layer; il++) {
         const kz_layer *ly = &m->layers[il];
         KZ_ABORT_POINT
-        run_norm(s, s->x, s->hn, ly->attn_norm, E, n);
+        run_norm(s, s->x, il > 0 ? s->out : NULL, s->hn, ly->attn_norm, E, n);
         prof(s, KZ_PROF_NORM);
         if (ly->is_gdn) {
             if (abortable) {
@@ -676,25 +702,28 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
         } else {
             layer_attn(s, ly, n, p0);
         }
-        for (int t = 0; t < n; t++) kz_add(s->x + (size_t)t * E, s->out + (size_t)t * E, E);
         KZ_ABORT_POINT
-        run_norm(s, s->x, s->hn, ly->post_norm, E, n);
+        run_norm(s, s->x, s->out, s->hn, ly->post_norm, E, n);
         prof(s, KZ_PROF_NORM);
         s->ld1 = s->ld2 = (size_t)hp->n_ff;
-        mm(s, &ly->ffn_gate, s->hn, n, s->t1, s->ld1);
-        mm(s, &ly->ffn_up, s->hn, n, s->t2, s->ld2);
+        {
+            const kz_wmat *w[] = {&ly->ffn_gate, &ly->ffn_up};
+            float *y[] = {s->t1, s->t2};
+            const size_t ld[] = {s->ld1, s->ld2};
+            mm_group(s, w, 2, s->hn, n, y, ld);
+        }
         prof(s, KZ_PROF_FFN);
         swiglu_task st = {s->t1, s->t2, s->ld1, s->ld2, hp->n_ff, n};
         run_task(s, swiglu_fn, &st);
         prof(s, KZ_PROF_FFN_ACT);
         mm(s, &ly->ffn_down, s->t1, n, s->out, (size_t)E);
         prof(s, KZ_PROF_FFN);
-        for (int t = 0; t < n; t++) kz_add(s->x + (size_t)t * E, s->out + (size_t)t * E, E);
-        prof(s, KZ_PROF_NORM);
     }
     if (lout && lrow0 < n) {
+        /* the last layer's residual add, only for the rows the LM head reads (x dies with the chunk) */
         const int nr = n - lrow0;
-        run_norm(s, s->x + (size_t)lrow0 * E, s->hn, m->output_norm, E, nr);
+        run_norm(s, s->x + (size_t)lrow0 * E, hp->n_layer > 0 ? s->out + (size_t)lrow0 * E : NULL, s->hn,
+                 m->output_norm, E, nr);
         mm(s, &m->output, s->hn, nr, lout, (size_t)hp->n_vocab);
         prof(s, KZ_PROF_HEAD);
     }

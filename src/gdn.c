@@ -3,18 +3,25 @@
 #include "gdn.h"
 #include "ops.h"
 
-void kz_gdn_conv(int c0, int c1, int T, int K, const float *x, size_t ldx, float *y, size_t ldy,
-                 const float *w, float *state) {
+/* The conv in blocks of channels: the block's taps transposed to [K][cb] and its state to rows
+ * [K-1][cb], so that for every token the K input rows are contiguous runs of the block and the
+ * sum over taps vectorises across channels (8 at a time). Tokens inner: the block's rows of the
+ * last K tokens stay in L1, and a block is CONV_W / K channels (4 KiB of a row for K = 4) so the
+ * hardware prefetcher follows each row run. Per channel the sum is w[K-1] x_t + w[0] x_{t-K+1}
+ * + ... in that order whatever the token's position, so prefill and decode agree bit for bit. */
+#define CONV_W 4096 /* floats of each stack buffer */
+#define CONV_KMAX 16
+
+/* more than CONV_KMAX taps: channel at a time, same sum order */
+static void conv_plain(int c0, int c1, int T, int K, const float *x, size_t ldx, float *y, size_t ldy,
+                       const float *w, const float *state) {
     const int ks = K - 1;
-    /* tokens outer, channels inner: rows of x and y are read / written in order (a channel-outer
-     * walk strides by a whole row per token and misses the cache on every access) */
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * ldx;
         float *yt = y + (size_t)t * ldy;
         for (int c = c0; c < c1; c++) {
             const float *wc = w + (size_t)c * K;
             const float *st = state + (size_t)c * ks;
-            /* window: K-1 previous raw inputs (from state, then from x) and the current one */
             float acc = wc[ks] * xt[c];
             for (int i = 0; i < ks; i++) {
                 const int src = t - ks + i; /* token index of tap i; < 0 -> state */
@@ -24,6 +31,50 @@ void kz_gdn_conv(int c0, int c1, int T, int K, const float *x, size_t ldx, float
             yt[c] = kz_silu(acc);
         }
     }
+}
+
+static void conv_blocked(int c0, int c1, int T, int K, const float *x, size_t ldx, float *y, size_t ldy,
+                         const float *w, const float *state) {
+    const int ks = K - 1, CB = CONV_W / K & ~7;
+    float wT[CONV_W], hist[CONV_W]; /* [K][CB], [K-1][CB] */
+    for (int cb = c0; cb < c1; cb += CB) {
+        const int nc = c1 - cb < CB ? c1 - cb : CB;
+        for (int c = 0; c < nc; c++) {
+            for (int i = 0; i < K; i++) wT[i * CB + c] = w[(size_t)(cb + c) * K + i];
+            for (int i = 0; i < ks; i++) hist[i * CB + c] = state[(size_t)(cb + c) * ks + i];
+        }
+        for (int t = 0; t < T; t++) {
+            const float *tap[CONV_KMAX];
+            for (int i = 0; i < ks; i++) {
+                const int src = t - ks + i;
+                tap[i] = src < 0 ? hist + (ks + src) * CB : x + (size_t)src * ldx + cb;
+            }
+            const float *xt = x + (size_t)t * ldx + cb, *wl = wT + ks * CB;
+            float *yt = y + (size_t)t * ldy + cb;
+            int c = 0;
+            for (; c + 8 <= nc; c += 8) {
+                float a[8];
+                for (int l = 0; l < 8; l++) a[l] = wl[c + l] * xt[c + l];
+                for (int i = 0; i < ks; i++) {
+                    const float *wi = wT + i * CB + c, *xi = tap[i] + c;
+                    for (int l = 0; l < 8; l++) a[l] += wi[l] * xi[l];
+                }
+                for (int l = 0; l < 8; l++) yt[c + l] = kz_silu(a[l]);
+            }
+            for (; c < nc; c++) {
+                float acc = wl[c] * xt[c];
+                for (int i = 0; i < ks; i++) acc += wT[i * CB + c] * tap[i][c];
+                yt[c] = kz_silu(acc);
+            }
+        }
+    }
+}
+
+void kz_gdn_conv(int c0, int c1, int T, int K, const float *x, size_t ldx, float *y, size_t ldy,
+                 const float *w, float *state) {
+    const int ks = K - 1;
+    if (K <= CONV_KMAX) conv_blocked(c0, c1, T, K, x, ldx, y, ldy, w, state);
+    else conv_plain(c0, c1, T, K, x, ldx, y, ldy, w, state);
     /* new state = last K-1 raw inputs of [state, x_0..x_{T-1}] */
     for (int c = c0; c < c1; c++) {
         float *st = state + (size_t)c * ks;
@@ -98,7 +149,7 @@ void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float
             const float *kt = k + (size_t)t * ld_in + (size_t)ik * dk;
             const float *vt = v + (size_t)t * ld_in + (size_t)j * dv;
             float *ot = out + (size_t)t * ld_out + (size_t)j * dv;
-            const float decay = expf(g[(size_t)t * ld_gb + j]);
+            const float decay = kz_exp(g[(size_t)t * ld_gb + j]);
             const float bt = beta[(size_t)t * ld_gb + j];
             for (int r = 0; r < dv; r++) {
                 /* row r of M is column r of S: (decay S)^T k = decay (S^T k), then the

@@ -11,7 +11,9 @@
  * recurrent layout), so all products are "row of A times rows of B" with contiguous rows. */
 #include <math.h>
 #include <string.h>
+#include <stdint.h>
 #include "gdn.h"
+#include "ops.h"
 #include "sgemm.h"
 
 #ifndef CS
@@ -20,7 +22,12 @@
 #define MR 4 /* rows per block of the forward substitution */
 /* exp of a log-decay (<= 0). Below -80 the factor is < 2e-35, negligible next to any O(1)
  * term; returning 0 there keeps denormals (slow on many CPUs) out of the products. */
-static inline float dexp(double x) { return x < -80.0 ? 0.0f : expf((float)x); }
+static inline float dexpf(float x) {
+    union { float f; uint32_t u; } e = {.f = kz_exp(x)};
+    e.u &= (uint32_t)(x < -80.0f) - 1u; /* mask, not ?:, so loops over it vectorise */
+    return e.f;
+}
+static inline float dexp(double x) { return dexpf((float)x); }
 
 /* y = a x, y *= a, y -= a x: blocks of 8 with a fixed inner trip count, which GCC -O2 vectorises
  * (its cheap cost model skips loops whose count is not a known multiple of the vector) */
@@ -61,8 +68,7 @@ void kz_gdn_chunked(const kz_gdn_shape *sh, int T, const float *q, const float *
     for (int j = h0; j < h1; j++) {
         float *M = state + (size_t)j * dv * dk;
         const int ik = j % hk;
-        for (int c = 0; c < dv; c++)
-            for (int i = 0; i < dk; i++) S[(size_t)i * dv + c] = M[(size_t)c * dk + i];
+        kz_transpose(S, (size_t)dv, M, (size_t)dk, dv, dk);
         for (int t0 = 0; t0 < T; t0 += CS) {
             const int n = T - t0 < CS ? T - t0 : CS;
             const float *Q = q + (size_t)t0 * ld_in + (size_t)ik * dk;
@@ -78,17 +84,27 @@ void kz_gdn_chunked(const kz_gdn_shape *sh, int T, const float *q, const float *
                 eG[r] = dexp(acc);
                 bt[r] = beta[(size_t)(t0 + r) * ld_gb + j];
             }
-            for (int i = 0; i < dk; i++) /* contiguous writes; the n rows read stay in L1 */
-                for (int r = 0; r < n; r++) KT[(size_t)i * CS + r] = K[(size_t)r * ld_in + i];
+            kz_transpose(KT, CS, K, ld_in, n, dk);
             /* P = Q K^T, A = K K^T (lower parts), then decay / beta / causal masks */
             kz_sgemm(n, n, dk, Q, ld_in, KT, CS, P, CS, 1.0f, NULL, 0.0f, KZ_TRI_N);
             kz_sgemm(n, n, dk, K, ld_in, KT, CS, Am, CS, 1.0f, NULL, 0.0f, KZ_TRI_N);
             for (int r = 0; r < n; r++) {
                 float *pr = P + (size_t)r * CS, *ar = Am + (size_t)r * CS;
-                for (int s = 0; s < r; s++) {
-                    const float d = dexp(G[r] - G[s]);
+                const double gr = G[r];
+                const float br = bt[r];
+                int s = 0;
+                for (; s + 8 <= r; s += 8) { /* blocks of 8: vectorised */
+                    float d[8];
+                    for (int l = 0; l < 8; l++) d[l] = dexpf((float)(gr - G[s + l]));
+                    for (int l = 0; l < 8; l++) {
+                        pr[s + l] *= d[l];
+                        ar[s + l] *= br * d[l];
+                    }
+                }
+                for (; s < r; s++) {
+                    const float d = dexpf((float)(gr - G[s]));
                     pr[s] *= d;
-                    ar[s] *= bt[r] * d;
+                    ar[s] *= br * d;
                 }
                 for (int s = r + 1; s < n; s++) pr[s] = 0.0f; /* gemm TRI_K reads the in-block upper part */
             }
@@ -118,7 +134,6 @@ void kz_gdn_chunked(const kz_gdn_shape *sh, int T, const float *q, const float *
             for (int r = 0; r < n; r++) scale_in(X + (size_t)r * LX, dexp(gl - G[r]), dv);
             kz_sgemm(dk, dv, n, KT, CS, X, LX, S, dv, 1.0f, NULL, eG[n - 1], KZ_TRI_NONE);
         }
-        for (int c = 0; c < dv; c++)
-            for (int i = 0; i < dk; i++) M[(size_t)c * dk + i] = S[(size_t)i * dv + c];
+        kz_transpose(M, (size_t)dk, S, (size_t)dv, dk, dv);
     }
 }

@@ -24,6 +24,10 @@
 /* prefill blocking: rows x tokens per kernel call */
 #define MM_RB 64
 #define MM_TB 64
+/* row block of the lane-per-row Q4_0 kernels (AVX-512 VNNI, row or packed layout): they derive
+ * per-(token, block) activation sums once per call and reuse them over every 16-row group of
+ * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2; +10 % measured) */
+#define MM_RB_LANE 256
 
 size_t kz_matmul_work_bytes(const kz_wmat *w, int n_tok) {
     if (!w || n_tok <= 0 || w->type == KZ_T_F32) return 0; /* F32 uses X directly */
@@ -42,6 +46,7 @@ typedef struct {
     int64_t n_chunk; /* conversion chunks per row */
     const atomic_int *abort; /* prefill: stop between tiles once non-zero (output dropped) */
     kz_gemm_p16_fn p16;      /* kernel for w->p16 rows, NULL: w has none or this level cannot use them */
+    int64_t rb;              /* prefill row block */
 } mm_task;
 
 static void conv_chunks(const mm_task *t, int64_t lo, int64_t hi) {
@@ -82,30 +87,64 @@ static void dot_rows(const mm_task *t, int packed, int64_t r_lo, int64_t r_hi) {
         dot_block(t, packed, r_lo, r_hi - r_lo, 0, 1);
         return;
     }
-    for (int64_t r0 = r_lo; r0 < r_hi; r0 += MM_RB) {
+    for (int64_t r0 = r_lo; r0 < r_hi; r0 += t->rb) {
         if (t->abort && atomic_load_explicit(t->abort, memory_order_relaxed)) return;
-        const int64_t nr = r_hi - r0 < MM_RB ? r_hi - r0 : MM_RB;
+        const int64_t nr = r_hi - r0 < t->rb ? r_hi - r0 : t->rb;
         for (int t0 = 0; t0 < t->n_tok; t0 += MM_TB)
             dot_block(t, packed, r0, nr, t0, t->n_tok - t0 < MM_TB ? t->n_tok - t0 : MM_TB);
     }
 }
 
-static void dot_task(void *arg, int ith, int nth) {
-    const mm_task *t = arg;
-    const kz_wmat *w = t->w;
-    long lo, hi;
-    /* packed rows go in 16-row groups, so a split unit never straddles a group */
-    const int64_t unit = t->p16 ? 16 : MM_ROW_UNIT;
-    kz_split((long)((w->n_out + unit - 1) / unit), ith, nth, &lo, &hi);
-    int64_t r_lo = (int64_t)lo * unit;
-    const int64_t r_hi = (int64_t)hi * unit < w->n_out ? (int64_t)hi * unit : w->n_out;
+/* rows [r_lo, r_hi) of one matrix: packed rows (below n_p16) with the packed kernel */
+static void dot_range(const mm_task *t, int64_t r_lo, int64_t r_hi) {
     if (r_lo >= r_hi) return;
-    if (t->p16 && r_lo < w->n_p16) {
-        const int64_t e = r_hi < w->n_p16 ? r_hi : w->n_p16;
+    if (t->p16 && r_lo < t->w->n_p16) {
+        const int64_t e = r_hi < t->w->n_p16 ? r_hi : t->w->n_p16;
         dot_rows(t, 1, r_lo, e);
         r_lo = e;
     }
     if (r_lo < r_hi) dot_rows(t, 0, r_lo, r_hi);
+}
+
+/* Several matrices reading the same X, done in one conversion + one dispatch (decode pays a
+ * pool barrier per dispatch; prefill converts X once instead of once per matrix). Threads
+ * split the concatenated row units by weight bytes, so a thread's share of the memory traffic
+ * is even when the matrices' types differ (an F32 row streams 7x the bytes of a Q4_0 row). */
+typedef struct {
+    mm_task t[KZ_MM_MAX];
+    int n;
+    int64_t unit[KZ_MM_MAX];     /* rows per split unit */
+    int64_t ucum[KZ_MM_MAX + 1]; /* cumulative unit bytes: the split coordinate */
+} mm_multi;
+
+static int64_t unit_rows(const mm_task *t) {
+    /* packed rows go in 16-row groups, so a split unit never straddles a group */
+    return t->p16 ? 16 : MM_ROW_UNIT;
+}
+
+static void dot_task(void *arg, int ith, int nth) {
+    const mm_multi *mt = arg;
+    const int64_t total = mt->ucum[mt->n];
+    /* this thread's byte range [blo, bhi), rounded to whole units of each matrix */
+    const int64_t blo = (int64_t)((__int128)total * ith / nth), bhi = (int64_t)((__int128)total * (ith + 1) / nth);
+    for (int i = 0; i < mt->n; i++) {
+        const int64_t c0 = mt->ucum[i], c1 = mt->ucum[i + 1];
+        if (c1 <= blo || c0 >= bhi || c1 == c0) continue;
+        const mm_task *t = &mt->t[i];
+        const int64_t nu = (t->w->n_out + mt->unit[i] - 1) / mt->unit[i], ub = (c1 - c0) / nu;
+        /* unit u belongs to the thread whose range holds the unit's first byte */
+        const int64_t u_lo = blo <= c0 ? 0 : (blo - c0 + ub - 1) / ub;
+        const int64_t u_hi = bhi >= c1 ? nu : (bhi - c0 + ub - 1) / ub;
+        const int64_t r_lo = u_lo * mt->unit[i];
+        const int64_t r_hi = u_hi * mt->unit[i] < t->w->n_out ? u_hi * mt->unit[i] : t->w->n_out;
+        dot_range(t, r_lo, r_hi);
+    }
+}
+
+static void conv_multi_task(void *arg, int ith, int nth) {
+    const mm_multi *mt = arg;
+    for (int i = 0; i < mt->n; i++)
+        if (mt->t[i].n_chunk) conv_task((void *)&mt->t[i], ith, nth);
 }
 
 void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy,
@@ -115,27 +154,73 @@ void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float
 
 void kz_matmul_abortable(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y,
                          int64_t ldy, void *work, const atomic_int *abort) {
-    if (!w || n_tok <= 0) return;
-    const kz_qtraits *wt = kz_qtraits_get(w->type);
-    if (!wt || w->n_in % wt->blck || w->row_bytes < (size_t)(w->n_in / wt->blck) * wt->bytes) {
-        /* loaders reject such weights (kz_type_compute_ok); make misuse visible, not silent */
-        for (int tok = 0; tok < n_tok; tok++)
-            for (int64_t o = 0; o < w->n_out; o++) y[(int64_t)tok * ldy + o] = NAN;
-        return;
+    kz_matmul_multi(pool, &w, 1, x, n_tok, &y, &ldy, work, abort);
+}
+
+size_t kz_matmul_multi_work_bytes(const kz_wmat *const *w, int nw, int n_tok) {
+    size_t sum = 0;
+    for (int i = 0; i < nw; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = kz_act_type(w[j]->type) == kz_act_type(w[i]->type) && w[j]->n_in == w[i]->n_in;
+        if (!seen) sum += kz_matmul_work_bytes(w[i], n_tok);
     }
-    mm_task t = { .wt = wt, .at = kz_qtraits_get(wt->act_type), .w = w, .x = x, .n_tok = n_tok, .abort = abort,
-                  .y = y, .ldy = ldy, .p16 = w->p16 && w->n_p16 > 0 ? kz_gemm_p16_get() : NULL };
-    if (w->type == KZ_T_F32) {
-        t.act = (const uint8_t *)x;
-        t.act_rb = (size_t)w->n_in * sizeof(float);
-    } else {
-        t.act = work;
-        t.act_rb = kz_act_row_bytes(w->type, w->n_in);
-        t.n_chunk = (w->n_in + CONV_CHUNK - 1) / CONV_CHUNK;
-        if (kz_pool_size(pool) > 1 && (int64_t)n_tok * w->n_in >= CONV_PAR_MIN)
-            kz_pool_run(pool, conv_task, &t);
+    return sum;
+}
+
+void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, int n_tok, float *const *y,
+                     const int64_t *ldy, void *work, const atomic_int *abort) {
+    if (!w || nw <= 0 || nw > KZ_MM_MAX || n_tok <= 0) return;
+    mm_multi mt = {.n = 0};
+    uint8_t *wp = work;
+    int n_conv = 0;
+    const kz_gemm_p16_fn p16 = kz_gemm_p16_get();
+    for (int i = 0; i < nw; i++) {
+        const kz_wmat *wi = w[i];
+        const kz_qtraits *wt = kz_qtraits_get(wi->type);
+        if (!wt || wi->n_in % wt->blck || wi->row_bytes < (size_t)(wi->n_in / wt->blck) * wt->bytes) {
+            /* loaders reject such weights (kz_type_compute_ok); make misuse visible, not silent */
+            for (int tok = 0; tok < n_tok; tok++)
+                for (int64_t o = 0; o < wi->n_out; o++) y[i][(int64_t)tok * ldy[i] + o] = NAN;
+            continue;
+        }
+        mm_task *t = &mt.t[mt.n];
+        *t = (mm_task){.wt = wt, .at = kz_qtraits_get(wt->act_type), .w = wi, .x = x, .n_tok = n_tok,
+                       .abort = abort, .y = y[i], .ldy = ldy[i], .p16 = wi->p16 && wi->n_p16 > 0 ? p16 : NULL,
+                       .rb = MM_RB};
+        /* the level with a packed kernel also runs plain Q4_0 rows lane-per-row */
+        if (wi->type == KZ_T_Q4_0 && p16) t->rb = MM_RB_LANE;
+        if (wi->type == KZ_T_F32) {
+            t->act = (const uint8_t *)x;
+            t->act_rb = (size_t)wi->n_in * sizeof(float);
+        } else {
+            t->act_rb = kz_act_row_bytes(wi->type, wi->n_in);
+            /* an earlier matrix with the same activation type already converts X */
+            for (int j = 0; j < mt.n && !t->act; j++)
+                if (mt.t[j].w->type != KZ_T_F32 && mt.t[j].wt->act_type == wt->act_type && mt.t[j].w->n_in == wi->n_in)
+                    t->act = mt.t[j].act;
+            if (!t->act) {
+                t->act = wp;
+                wp += kz_matmul_work_bytes(wi, n_tok);
+                t->n_chunk = (wi->n_in + CONV_CHUNK - 1) / CONV_CHUNK;
+                n_conv++;
+            }
+        }
+        mt.unit[mt.n] = unit_rows(t);
+        const int64_t nu = (wi->n_out + mt.unit[mt.n] - 1) / mt.unit[mt.n];
+        mt.ucum[mt.n + 1] = mt.ucum[mt.n] + nu * mt.unit[mt.n] * (int64_t)wi->row_bytes;
+        mt.n++;
+    }
+    if (!mt.n) return;
+    if (n_conv) {
+        int64_t elems = 0;
+        for (int i = 0; i < mt.n; i++)
+            if (mt.t[i].n_chunk) elems += (int64_t)n_tok * mt.t[i].w->n_in;
+        if (kz_pool_size(pool) > 1 && elems >= CONV_PAR_MIN)
+            kz_pool_run(pool, conv_multi_task, &mt);
         else
-            conv_chunks(&t, 0, t.n_chunk * n_tok);
+            for (int i = 0; i < mt.n; i++)
+                if (mt.t[i].n_chunk) conv_chunks(&mt.t[i], 0, mt.t[i].n_chunk * n_tok);
     }
-    kz_pool_run(pool, dot_task, &t);
+    kz_pool_run(pool, dot_task, &mt);
 }

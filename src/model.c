@@ -10,6 +10,7 @@
 #include "fp16.h"
 #include "quant.h"
 #include "model.h"
+#include "threadpool.h"
 #include "types.h"
 #include "unicode.h"
 
@@ -25,6 +26,7 @@ kz_model_params kz_model_default_params(void) {
     kz_model_params p;
     memset(&p, 0, sizeof p);
     p.n_threads = 0;
+    p.repack_weights = 1; /* a no-op where no packed kernel exists */
     return p;
 }
 
@@ -421,9 +423,28 @@ static int pack_list(kz_model *m, kz_wmat **out, int cap) {
     return n;
 }
 
+typedef struct {
+    const kz_wmat *w;
+    uint8_t *dst;
+} pack_task;
+
+/* the 16-row groups of one matrix split over the threads (loads read the file once: parallel
+ * packing halves the repack share of the load time on 2 cores) */
+static void pack_fn(void *arg, int ith, int nth) {
+    const pack_task *t = arg;
+    long lo, hi;
+    kz_split((long)(t->w->n_out / 16), ith, nth, &lo, &hi);
+    if (hi > lo)
+        kz_pack16_q4_0((const uint8_t *)t->w->data + (size_t)lo * 16 * t->w->row_bytes, t->w->row_bytes,
+                       (int64_t)(hi - lo) * 16, t->w->n_in, t->dst + (size_t)lo * kz_pack16_group_bytes(t->w->n_in));
+}
+
 /* 0 on success or when this CPU has no packed kernel (nothing done); -1 out of memory */
-static int pack_weights(kz_model *m) {
+static int pack_weights(kz_model *m, int n_threads) {
     if (!kz_gemm_p16_get()) return 0;
+    /* weights in caller-owned memory cannot be released after the copy: packing them would
+     * double the resident weights, so they stay as they are (zero-copy) */
+    if (!m->gguf || !m->gguf->owns_map) return 0;
     const int cap = 1 + 12 * m->hp.n_layer;
     kz_wmat **list = malloc((size_t)cap * sizeof *list);
     if (!list) return -1;
@@ -433,27 +454,37 @@ static int pack_weights(kz_model *m) {
     m->p16_bytes = total;
     if (total == 0) { free(list); return 0; }
     void *buf = NULL;
-    if (posix_memalign(&buf, 64, total)) { free(list); return -1; }
+    /* 2 MiB aligned + transparent huge pages where the kernel offers them (madvise mode):
+     * ~500x fewer page faults while packing and fewer TLB misses while decode streams it */
+    if (posix_memalign(&buf, (size_t)2 << 20, total)) { free(list); return -1; }
+#ifdef MADV_HUGEPAGE
+    madvise(buf, total, MADV_HUGEPAGE); /* advisory: ignore failure */
+#endif
     m->p16_buf = buf;
+    kz_pool *pool = kz_pool_new(n_threads); /* NULL (out of memory): packed on this thread */
     const long pg = sysconf(_SC_PAGESIZE);
-    const int release = m->gguf && m->gguf->owns_map && pg > 0; /* never on caller-owned memory */
+    const int release = pg > 0;
     uint8_t *d = buf;
     for (int i = 0; i < n; i++) {
         kz_wmat *w = list[i];
         const int64_t nr = w->n_out - w->n_out % 16;
         const size_t bytes = (size_t)(nr / 16) * kz_pack16_group_bytes(w->n_in);
-        kz_pack16_q4_0(w->data, w->row_bytes, nr, w->n_in, d);
+        pack_task pt = {w, d};
+        if (pool) kz_pool_run(pool, pack_fn, &pt);
+        else pack_fn(&pt, 0, 1);
         w->p16 = d;
         w->n_p16 = nr;
         d += bytes;
         if (release) {
-            /* drop the file pages just copied (whole pages only); a later read of them, e.g. an
-             * embedding row of a tied head, faults them back in from the file */
+            /* drop the file pages just copied (whole pages only), matrix by matrix so the
+             * resident peak stays ~1x; a later read of them, e.g. an embedding row of a tied
+             * head, faults them back in from the file */
             uintptr_t a = ((uintptr_t)w->data + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
             uintptr_t e = ((uintptr_t)w->data + (uintptr_t)nr * w->row_bytes) & ~((uintptr_t)pg - 1);
             if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
         }
     }
+    kz_pool_free(pool);
     free(list);
     return 0;
 }
@@ -518,7 +549,8 @@ static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *
     }
     if (convert_pending(m, &L)) goto fail_e2;
 
-    if (params && params->repack_weights && pack_weights(m)) {
+    if (params && params->repack_weights &&
+        pack_weights(m, params->n_threads > 0 ? params->n_threads : kz_num_cpus())) {
         seterr(err, errlen, "%s: out of memory for the repacked weights (%.1f MiB); load without repacking", path,
                (double)m->p16_bytes / 1048576.0);
         goto fail;

@@ -1,47 +1,144 @@
 #include "ops.h"
 
+/* Row loops work in blocks of 8 with a fixed inner trip count (through a local array where the
+ * output may alias an input): GCC -O2's very cheap vectoriser takes only loops it needs neither
+ * an epilogue nor an overlap check for. The scalar tails compute the same expression, so an
+ * element's value does not depend on the row length or on where a row was split. */
+
+/* sum of x[i]^2 in double: 8 partial sums in a fixed order (vectorises; same result for any
+ * thread count, since a row is always summed by one caller) */
+static double sumsq(const float *x, int n) {
+    double acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += (double)x[i + l] * x[i + l];
+    double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+/* y = x * r (* w); y may alias x */
+static void scale_w(float *y, const float *x, const float *w, float r, int n) {
+    int i = 0;
+    if (w) {
+        for (; i + 8 <= n; i += 8) {
+            float t[8];
+            for (int l = 0; l < 8; l++) t[l] = x[i + l] * r * w[i + l];
+            for (int l = 0; l < 8; l++) y[i + l] = t[l];
+        }
+        for (; i < n; i++) y[i] = x[i] * r * w[i];
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            float t[8];
+            for (int l = 0; l < 8; l++) t[l] = x[i + l] * r;
+            for (int l = 0; l < 8; l++) y[i + l] = t[l];
+        }
+        for (; i < n; i++) y[i] = x[i] * r;
+    }
+}
+
 void kz_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
     /* double sum: rows up to ~10^4 wide, keeps the mean exact to f32 precision */
-    double ss = 0.0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    const double ss = sumsq(x, n);
     const float r = (float)(1.0 / sqrt(ss / n + eps));
-    if (w) for (int i = 0; i < n; i++) y[i] = x[i] * r * w[i];
-    else for (int i = 0; i < n; i++) y[i] = x[i] * r;
+    scale_w(y, x, w, r, n);
+}
+
+void kz_add_rmsnorm(float *restrict x, const float *restrict d, float *restrict y, const float *w, int n, float eps) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) x[i + l] += d[i + l];
+    for (; i < n; i++) x[i] += d[i];
+    kz_rmsnorm(y, x, w, n, eps);
 }
 
 void kz_l2norm(float *x, int n, float eps) {
-    double ss = 0.0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    double nrm = sqrt(ss);
+    double nrm = sqrt(sumsq(x, n));
     if (nrm < eps) nrm = eps;
     const float r = (float)(1.0 / nrm);
-    for (int i = 0; i < n; i++) x[i] *= r;
+    scale_w(x, x, NULL, r, n);
 }
 
 void kz_scale(float *x, int n, float s) {
-    for (int i = 0; i < n; i++) x[i] *= s;
+    scale_w(x, x, NULL, s, n);
 }
 
 void kz_add(float *y, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] += x[i];
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float t[8];
+        for (int l = 0; l < 8; l++) t[l] = y[i + l] + x[i + l];
+        for (int l = 0; l < 8; l++) y[i + l] = t[l];
+    }
+    for (; i < n; i++) y[i] += x[i];
+}
+
+void kz_exp_row(float *y, const float *x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float t[8];
+        for (int l = 0; l < 8; l++) t[l] = kz_exp(x[i + l]);
+        for (int l = 0; l < 8; l++) y[i + l] = t[l];
+    }
+    for (; i < n; i++) y[i] = kz_exp(x[i]);
+}
+
+void kz_silu_row(float *y, const float *x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float t[8];
+        for (int l = 0; l < 8; l++) t[l] = kz_silu(x[i + l]);
+        for (int l = 0; l < 8; l++) y[i + l] = t[l];
+    }
+    for (; i < n; i++) y[i] = kz_silu(x[i]);
 }
 
 void kz_swiglu(float *a, const float *b, int n) {
-    for (int i = 0; i < n; i++) a[i] = kz_silu(a[i]) * b[i];
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float t[8];
+        for (int l = 0; l < 8; l++) t[l] = kz_silu(a[i + l]) * b[i + l];
+        for (int l = 0; l < 8; l++) a[i + l] = t[l];
+    }
+    for (; i < n; i++) a[i] = kz_silu(a[i]) * b[i];
+}
+
+void kz_mul_sigmoid(float *o, const float *g, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float t[8];
+        for (int l = 0; l < 8; l++) t[l] = o[i + l] * kz_sigmoid(g[i + l]);
+        for (int l = 0; l < 8; l++) o[i + l] = t[l];
+    }
+    for (; i < n; i++) o[i] *= kz_sigmoid(g[i]);
 }
 
 void kz_rmsnorm_gated(float *o, const float *z, const float *w, int n, float eps) {
-    kz_rmsnorm(o, o, w, n, eps);
-    for (int i = 0; i < n; i++) o[i] *= kz_silu(z[i]);
+    const float r = (float)(1.0 / sqrt(sumsq(o, n) / n + eps));
+    /* o = (o * r * w) * silu(z) in one pass */
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float t[8];
+        for (int l = 0; l < 8; l++) t[l] = o[i + l] * r * w[i + l] * kz_silu(z[i + l]);
+        for (int l = 0; l < 8; l++) o[i + l] = t[l];
+    }
+    for (; i < n; i++) o[i] = o[i] * r * w[i] * kz_silu(z[i]);
 }
 
 void kz_softmax(float *x, int n) {
     float mx = x[0];
     for (int i = 1; i < n; i++) if (x[i] > mx) mx = x[i];
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - mx); sum += x[i]; }
+    double acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float t[8];
+        for (int l = 0; l < 8; l++) t[l] = kz_exp(x[i + l] - mx);
+        for (int l = 0; l < 8; l++) { x[i + l] = t[l]; acc[l] += t[l]; }
+    }
+    double sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++) { x[i] = kz_exp(x[i] - mx); sum += x[i]; }
     const float r = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) x[i] *= r;
+    kz_scale(x, n, r);
 }
 
 float kz_dot(const float *a, const float *b, int n) {
@@ -87,4 +184,20 @@ void kz_imrope_mask(unsigned char *use_pos, int n_rot, const int sec[4]) {
                 (s % 3 == 0 && s < 3 * sec[0]);
         use_pos[i] = (unsigned char)t;
     }
+}
+
+/* dst[c * ldd + r] = src[r * lds + c]: full 8 x 8 tiles through a local tile (fixed trip counts,
+ * which the compiler unrolls into whole-row loads and stores), then the edge strips */
+void kz_transpose(float *restrict dst, size_t ldd, const float *restrict src, size_t lds, int rows, int cols) {
+    const int r8 = rows & ~7, c8 = cols & ~7;
+    for (int r0 = 0; r0 < r8; r0 += 8)
+        for (int c0 = 0; c0 < c8; c0 += 8) {
+            float t[8][8];
+            for (int r = 0; r < 8; r++)
+                for (int c = 0; c < 8; c++) t[c][r] = src[(size_t)(r0 + r) * lds + c0 + c];
+            for (int c = 0; c < 8; c++)
+                for (int r = 0; r < 8; r++) dst[(size_t)(c0 + c) * ldd + r0 + r] = t[c][r];
+        }
+    for (int c = 0; c < cols; c++) /* last rows % 8 rows (all columns), last cols % 8 columns */
+        for (int r = c < c8 ? r8 : 0; r < rows; r++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
 }

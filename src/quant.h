@@ -47,6 +47,14 @@ void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float
  * left partly written (the caller drops it: a cancelled prefill chunk) */
 void kz_matmul_abortable(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y,
                          int64_t ldy, void *work, const atomic_int *abort);
+/* nw <= KZ_MM_MAX matrices with the same n_in applied to the same X (q/k/v, gate/up, ...): X
+ * converted once per activation type, all rows in one pool dispatch; matrix i writes y[i]
+ * (stride ldy[i]). Each output equals kz_matmul's bit for bit. work: >=
+ * kz_matmul_multi_work_bytes() (one converted X per distinct activation type). */
+#define KZ_MM_MAX 4
+size_t kz_matmul_multi_work_bytes(const kz_wmat *const *w, int nw, int n_tok);
+void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, int n_tok, float *const *y,
+                     const int64_t *ldy, void *work, const atomic_int *abort);
 
 /* ---- kernel table (internal; the one place where per-ISA variants get selected) ----
  * One entry per compute type: block geometry, dequantize, quantize (the reference one, or a

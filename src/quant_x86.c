@@ -58,6 +58,9 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
  * chunks (stack scratch); partial sums are kept in y between chunks (bit-exact round trip). */
 #define ZR_CH 128 /* blocks per chunk: 36 KiB of gathered weights + the corrections */
 #define ZR_TG 64  /* tokens per correction group */
+#ifndef ZR_PF
+#define ZR_PF 2048 /* GEMV prefetch distance, bytes (measured on the 4B decode: 1-2 KiB best, 4+ KiB worse) */
+#endif
 
 T_AVX512 KZ_INL int32_t zr_corr(const uint8_t *ab) {
     const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(ab + 2)), _mm256_set1_epi8((char)0x80));
@@ -74,7 +77,7 @@ static inline int32_t ld32(const uint8_t *p) {
 }
 
 T_AVX512 KZ_INL void zr_tile(int nbc, const uint8_t *pk, const uint8_t *const ap[8], const int32_t *const cp[8],
-                             __m512 acc[8]) {
+                             const float *const dp[8], __m512 acc[8]) {
     const __m512i m = _mm512_set1_epi8(15);
     for (int b = 0; b < nbc; b++) {
         const uint8_t *p = pk + (size_t)b * 288;
@@ -89,17 +92,19 @@ T_AVX512 KZ_INL void zr_tile(int nbc, const uint8_t *pk, const uint8_t *const ap
         KZ_UNROLL(8)
         for (int t = 0; t < 8; t++) {
             const uint8_t *ab = ap[t] + (size_t)b * 34;
-            __m512i s0 = _mm512_set1_epi32(cp[t][b]), s1 = _mm512_setzero_si512();
-            s0 = _mm512_dpbusd_epi32(s0, wl[0], _mm512_set1_epi32(ld32(ab + 2)));
+            __m512i s = _mm512_set1_epi32(cp[t][b]), s1 = _mm512_setzero_si512();
+            s = _mm512_dpbusd_epi32(s, wl[0], _mm512_set1_epi32(ld32(ab + 2)));
             s1 = _mm512_dpbusd_epi32(s1, wl[1], _mm512_set1_epi32(ld32(ab + 6)));
-            s0 = _mm512_dpbusd_epi32(s0, wl[2], _mm512_set1_epi32(ld32(ab + 10)));
+            s = _mm512_dpbusd_epi32(s, wl[2], _mm512_set1_epi32(ld32(ab + 10)));
             s1 = _mm512_dpbusd_epi32(s1, wl[3], _mm512_set1_epi32(ld32(ab + 14)));
-            s0 = _mm512_dpbusd_epi32(s0, wh[0], _mm512_set1_epi32(ld32(ab + 18)));
+            s = _mm512_dpbusd_epi32(s, wh[0], _mm512_set1_epi32(ld32(ab + 18)));
             s1 = _mm512_dpbusd_epi32(s1, wh[1], _mm512_set1_epi32(ld32(ab + 22)));
-            s0 = _mm512_dpbusd_epi32(s0, wh[2], _mm512_set1_epi32(ld32(ab + 26)));
+            s = _mm512_dpbusd_epi32(s, wh[2], _mm512_set1_epi32(ld32(ab + 26)));
             s1 = _mm512_dpbusd_epi32(s1, wh[3], _mm512_set1_epi32(ld32(ab + 30)));
-            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(ld16(ab))));
-            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc));
+            s = _mm512_add_epi32(s, s1);
+            /* d_a precomputed as a float beside the corrections: a broadcast load, not a convert */
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(dp[t][b]));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc));
         }
     }
 }
@@ -112,13 +117,17 @@ T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_
     const int64_t nb = n / 32;
     uint8_t pkbuf[ZR_CH * 288] __attribute__((aligned(64)));
     int32_t corr[ZR_TG * ZR_CH];
+    float dact[ZR_TG * ZR_CH];
     for (int64_t tg = 0; tg < nt; tg += ZR_TG) {
         const int ntg = nt - tg < ZR_TG ? (int)(nt - tg) : ZR_TG;
         for (int64_t b0 = 0; b0 < nb; b0 += ZR_CH) {
             const int nbc = nb - b0 < ZR_CH ? (int)(nb - b0) : ZR_CH;
             for (int t = 0; t < ntg; t++) {
                 const uint8_t *at = a + (size_t)(tg + t) * as + (size_t)b0 * 34;
-                for (int b = 0; b < nbc; b++) corr[t * ZR_CH + b] = zr_corr(at + (size_t)b * 34);
+                for (int b = 0; b < nbc; b++) {
+                    corr[t * ZR_CH + b] = zr_corr(at + (size_t)b * 34);
+                    dact[t * ZR_CH + b] = _cvtsh_ss(ld16(at + (size_t)b * 34));
+                }
             }
             for (int64_t r0 = 0; r0 < nr; r0 += 16) {
                 const int nv = nr - r0 < 16 ? (int)(nr - r0) : 16;
@@ -143,16 +152,18 @@ T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_
                     const int tv = ntg - t0 < 8 ? ntg - t0 : 8;
                     const uint8_t *ap[8];
                     const int32_t *cp[8];
+                    const float *dp[8];
                     float *yp[8];
                     __m512 acc[8];
                     for (int t = 0; t < 8; t++) {
                         const int tt = t0 + (t < tv ? t : tv - 1);
                         ap[t] = a + (size_t)(tg + tt) * as + (size_t)b0 * 34;
                         cp[t] = corr + tt * ZR_CH;
+                        dp[t] = dact + tt * ZR_CH;
                         yp[t] = y + (tg + tt) * ldy + r0;
                         acc[t] = b0 ? _mm512_maskz_loadu_ps(km, yp[t]) : _mm512_setzero_ps();
                     }
-                    zr_tile(nbc, pk, ap, cp, acc);
+                    zr_tile(nbc, pk, ap, cp, dp, acc);
                     for (int t = 0; t < tv; t++) _mm512_mask_storeu_ps(yp[t], km, acc[t]);
                 }
             }
@@ -173,6 +184,14 @@ T_AVX512 static void zr_gemv_p16(int64_t nb, const uint8_t *pk, int64_t nr, cons
             const uint8_t *p = pk + ((size_t)g * (size_t)nb + (size_t)b0) * 288;
             __m512 acc = b0 ? _mm512_loadu_ps(y + 16 * g) : _mm512_setzero_ps();
             for (int b = 0; b < nbc; b++, p += 288) {
+#if ZR_PF
+                /* software prefetch ZR_PF bytes ahead: the hardware streamer stops at each 4 KiB page */
+                _mm_prefetch((const char *)p + ZR_PF, _MM_HINT_T0);
+                _mm_prefetch((const char *)p + ZR_PF + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)p + ZR_PF + 128, _MM_HINT_T0);
+                _mm_prefetch((const char *)p + ZR_PF + 192, _MM_HINT_T0);
+                _mm_prefetch((const char *)p + ZR_PF + 256, _MM_HINT_T0);
+#endif
                 const uint8_t *ab = a + (size_t)(b0 + b) * 34;
                 __m512i s0 = _mm512_set1_epi32(corr[b]), s1 = _mm512_setzero_si512();
                 const __m512i q0 = _mm512_loadu_si512((const void *)p), q1 = _mm512_loadu_si512((const void *)(p + 64));

@@ -2,6 +2,7 @@
  * double-precision references on odd sizes and random non-zero data. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "attention.h"
@@ -199,6 +200,199 @@ static void test_gdn_conv(void) {
     CHECK(ok);
 }
 
+/* ulps between two floats (same sign convention as their ordering); NaN handled by callers */
+static long long ulp_diff(float a, float b) {
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    long long oa = ia < 0 ? -(long long)(ia & 0x7fffffff) : ia, ob = ib < 0 ? -(long long)(ib & 0x7fffffff) : ib;
+    return oa > ob ? oa - ob : ob - oa;
+}
+
+/* kz_exp against exp() in double rounded to float: random bit patterns (every magnitude,
+ * denormals, inf, NaN), a dense sweep of the useful range and the edges of the float range */
+static void test_fast_exp(void) {
+    enum { N = 1 << 16 };
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    long long worst = 0;
+    float wx = 0;
+    int nan_ok = 1, lanes_ok = 1;
+    for (int pass = 0; pass < 40; pass++) {
+        for (int i = 0; i < N; i++) {
+            if (pass % 2) { /* uniform over [-110, 95] */
+                x[i] = 102.5f * kt_randf(&rs) - 7.5f;
+            } else { /* any bit pattern */
+                uint32_t u = (uint32_t)kt_rng(&rs);
+                memcpy(&x[i], &u, 4);
+            }
+        }
+        if (pass == 0) {
+            const float edge[] = {-104.0f, -103.97f, -103.972077f, -103.2789f, -100.0f, -88.0f, -87.3365f, -87.33654f,
+                                  -86.6f, -1e-30f, -0.0f, 0.0f, 1e-45f, 1e-7f, 0.34657359f, -0.34657359f, 1.0f,
+                                  10.0f, 88.0f, 88.37626f, 88.7f, 88.72283f, 88.722839f, 88.7229f, 88.75f, 89.0f,
+                                  100.0f, 1e30f, -1e30f, 3.4e38f, -3.4e38f, INFINITY, -INFINITY, NAN, -NAN};
+            memcpy(x, edge, sizeof edge);
+        }
+        kz_exp_row(y, x, N - 3); /* odd length: vector blocks and scalar tail */
+        for (int i = N - 3; i < N; i++) y[i] = kz_exp(x[i]);
+        for (int i = 0; i < N; i++) {
+            const float ref = (float)exp((double)x[i]);
+            if (i % 61 == 0) { /* array lanes = scalar function, bit for bit */
+                const float sc = kz_exp(x[i]);
+                lanes_ok &= memcmp(&sc, &y[i], 4) == 0;
+            }
+            if (isnan(x[i])) { nan_ok &= isnan(y[i]); continue; }
+            const long long d = ulp_diff(y[i], ref);
+            if (d > worst) { worst = d; wx = x[i]; }
+        }
+    }
+    CHECKF(worst <= 2, "kz_exp: %lld ulp from exp at x = %.9g (got %.9g, want %.9g)", worst, wx, kz_exp(wx),
+           (float)exp((double)wx));
+    CHECK(nan_ok);
+    CHECK(lanes_ok);
+    CHECK(kz_exp(-104.0f) == 0.0f && kz_exp(-1e30f) == 0.0f && kz_exp(-INFINITY) == 0.0f);
+    CHECK(isinf(kz_exp(88.7229f)) && isinf(kz_exp(1e30f)) && isinf(kz_exp(INFINITY)));
+    CHECK(kz_exp(0.0f) == 1.0f && kz_exp(-0.0f) == 1.0f && isfinite(kz_exp(88.72283f)));
+    CHECK(kz_exp(-88.0f) > 0.0f && kz_exp(-88.0f) < 1.17549435e-38f); /* denormal result kept */
+    printf("kz_exp: max %lld ulp vs exp() over %d values\n", worst, 40 * N);
+    free(x); free(y);
+}
+
+/* the row forms on odd lengths against double references, and split rows = whole rows bit for bit */
+static void test_elementwise_rows(void) {
+    const int n = 1037;
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float)),
+          *y2 = malloc(n * sizeof(float));
+    double *r = malloc(n * sizeof(double));
+    fill(a, n, 12.0f);
+    fill(b, n, 2.0f);
+    a[5] = -95.0f; a[6] = 95.0f; a[7] = -30.0f;
+    for (int i = 0; i < n; i++) r[i] = a[i] / (1.0 + exp(-(double)a[i]));
+    kz_silu_row(y, a, n);
+    CHECKF(relmax(y, r, n) < 1e-6, "silu row %g", relmax(y, r, n));
+    int rel_ok = 1;
+    for (int i = 0; i < n; i++) rel_ok &= fabs(y[i] - r[i]) <= 4e-7 * fabs(r[i]) + 1e-38;
+    CHECK(rel_ok);
+    for (int i = 0; i < n; i++) r[i] = a[i] / (1.0 + exp(-(double)a[i])) * b[i];
+    memcpy(y, a, n * sizeof(float));
+    kz_swiglu(y, b, n);
+    rel_ok = 1;
+    for (int i = 0; i < n; i++) rel_ok &= fabs(y[i] - r[i]) <= 5e-7 * fabs(r[i]) + 1e-38;
+    CHECKF(rel_ok, "swiglu row");
+    const int cuts[] = {1, 3, 8, 13, 500, 1000}; /* as thread splits would cut the row */
+    int same = 1;
+    for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
+        memcpy(y2, a, n * sizeof(float));
+        kz_swiglu(y2, b, cuts[k]);
+        kz_swiglu(y2 + cuts[k], b + cuts[k], n - cuts[k]);
+        same &= memcmp(y, y2, n * sizeof(float)) == 0;
+    }
+    CHECK(same);
+    for (int i = 0; i < n; i++) r[i] = b[i] / (1.0 + exp(-(double)a[i]));
+    memcpy(y, b, n * sizeof(float));
+    kz_mul_sigmoid(y, a, n);
+    rel_ok = 1;
+    for (int i = 0; i < n; i++) rel_ok &= fabs(y[i] - r[i]) <= 4e-7 * fabs(r[i]) + 1e-38;
+    CHECKF(rel_ok, "mul_sigmoid row");
+    /* gated norm: rmsnorm(o, w) * silu(z) */
+    const int dv = 131;
+    double ss = 0;
+    for (int i = 0; i < dv; i++) ss += (double)b[i] * b[i];
+    for (int i = 0; i < dv; i++) r[i] = b[i] / sqrt(ss / dv + 1e-6) * a[200 + i] * (a[i] / (1.0 + exp(-(double)a[i])));
+    memcpy(y, b, dv * sizeof(float));
+    kz_rmsnorm_gated(y, a, a + 200, dv, 1e-6f);
+    CHECKF(relmax(y, r, dv) < 1e-6, "rmsnorm_gated %g", relmax(y, r, dv));
+    /* softmax over a long odd row, spread scores */
+    for (int i = 0; i < n; i++) y[i] = a[i] * 3.0f;
+    double mx = -1e300, sum = 0;
+    for (int i = 0; i < n; i++) if (y[i] > mx) mx = y[i];
+    for (int i = 0; i < n; i++) { r[i] = exp((double)y[i] - mx); sum += r[i]; }
+    for (int i = 0; i < n; i++) r[i] /= sum;
+    kz_softmax(y, n);
+    rel_ok = 1;
+    for (int i = 0; i < n; i++) rel_ok &= fabs(y[i] - r[i]) <= 1e-6 * r[i] + 1e-37;
+    CHECKF(rel_ok, "softmax long row");
+    /* wide rmsnorm (partial sums) and the fused residual add */
+    const int E = 1029;
+    float *x = malloc(E * sizeof(float)), *d = malloc(E * sizeof(float)), *hn = malloc(E * sizeof(float));
+    double *xr = malloc(E * sizeof(double));
+    fill(x, E, 5.0f);
+    fill(d, E, 3.0f);
+    ss = 0;
+    for (int i = 0; i < E; i++) { xr[i] = (float)(x[i] + d[i]); ss += xr[i] * xr[i]; }
+    for (int i = 0; i < E; i++) r[i] = xr[i] / sqrt(ss / E + 1e-6) * b[i];
+    float *xs = malloc(E * sizeof(float));
+    for (int i = 0; i < E; i++) xs[i] = x[i] + d[i];
+    kz_add_rmsnorm(x, d, hn, b, E, 1e-6f);
+    CHECK(memcmp(x, xs, E * sizeof(float)) == 0); /* x += d exactly */
+    CHECKF(relmax(hn, r, E) < 1e-6, "add_rmsnorm %g", relmax(hn, r, E));
+    kz_rmsnorm(y, xs, b, E, 1e-6f);
+    CHECK(memcmp(y, hn, E * sizeof(float)) == 0); /* fused = add then norm, bit for bit */
+    free(x); free(d); free(hn); free(xr); free(xs);
+    free(a); free(b); free(y); free(y2); free(r);
+}
+
+/* odd shapes, strided rows: every element lands once, nothing else is written */
+static void test_transpose(void) {
+    const int shapes[][2] = {{1, 1}, {3, 17}, {8, 8}, {19, 8}, {33, 45}};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        const int R = shapes[k][0], C = shapes[k][1], lds = C + 3, ldd = R + 5;
+        float *src = malloc((size_t)R * lds * sizeof(float)), *dst = malloc((size_t)C * ldd * sizeof(float));
+        fill(src, R * lds, 1.0f);
+        for (int i = 0; i < C * ldd; i++) dst[i] = 7.0f;
+        kz_transpose(dst, (size_t)ldd, src, (size_t)lds, R, C);
+        int ok = 1;
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < ldd; r++) ok &= dst[c * ldd + r] == (r < R ? src[r * lds + c] : 7.0f);
+        CHECKF(ok, "transpose %dx%d", R, C);
+        free(src); free(dst);
+    }
+}
+
+/* wide conv (several channel blocks, vector lanes and tails, K from 1 to past the blocked
+ * form's limit), non-zero state, against double; token-by-token = one call, bit for bit */
+static void test_gdn_conv_wide(void) {
+    const int Ks[] = {1, 2, 4, 5, 16, 17, 24};
+    const int C = 2309, T = 11;
+    float *x = malloc((size_t)T * C * sizeof(float)), *y = malloc((size_t)T * C * sizeof(float)),
+          *y1 = malloc((size_t)T * C * sizeof(float)), *w = malloc((size_t)C * 24 * sizeof(float)),
+          *st0 = malloc((size_t)C * 23 * sizeof(float)), *st = malloc((size_t)C * 23 * sizeof(float)),
+          *st1 = malloc((size_t)C * 23 * sizeof(float));
+    double *r = malloc((size_t)T * C * sizeof(double));
+    for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++) {
+        const int K = Ks[k], ks = K - 1;
+        fill(x, T * C, 2.0f);
+        fill(w, C * K, 0.7f);
+        fill(st0, C * (ks > 0 ? ks : 1), 1.5f);
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                double acc = 0;
+                for (int i = 0; i < K; i++) {
+                    const int src = t - ks + i;
+                    acc += (double)w[c * K + i] * (src >= 0 ? x[(size_t)src * C + c] : st0[c * ks + ks + src]);
+                }
+                r[(size_t)t * C + c] = acc / (1 + exp(-acc));
+            }
+        memcpy(st, st0, (size_t)C * (ks > 0 ? ks : 1) * sizeof(float));
+        memcpy(st1, st0, (size_t)C * (ks > 0 ? ks : 1) * sizeof(float));
+        kz_gdn_conv(0, 13, T, K, x, C, y, C, w, st); /* two channel ranges, as two threads */
+        kz_gdn_conv(13, C, T, K, x, C, y, C, w, st);
+        double e = relmax(y, r, T * C);
+        CHECKF(e < 1e-6, "gdn conv K=%d: rel %g", K, e);
+        for (int t = 0; t < T; t++) kz_gdn_conv(0, C, 1, K, x + (size_t)t * C, C, y1 + (size_t)t * C, C, w, st1);
+        CHECKF(memcmp(y, y1, (size_t)T * C * sizeof(float)) == 0, "gdn conv K=%d: decode = prefill", K);
+        CHECKF(memcmp(st, st1, (size_t)C * ks * sizeof(float)) == 0, "gdn conv K=%d: state", K);
+        int ok = 1; /* new state = the last ks of [old state, x_0 .. x_{T-1}] */
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < ks; i++) {
+                const int src = T - ks + i;
+                ok &= st[c * ks + i] == (src >= 0 ? x[(size_t)src * C + c] : st0[c * ks + ks + src]);
+            }
+        CHECKF(ok, "gdn conv K=%d: new state = last inputs", K);
+    }
+    free(x); free(y); free(y1); free(w); free(st0); free(st); free(st1); free(r);
+}
+
 /* dense reference: S_j = a (I - b k k^T) S_j + b k v^T (dk x dv), o = S^T q */
 static void test_gdn_recurrent(void) {
     const int cfgs[][4] = {{2, 6, 7, 5}, {3, 3, 16, 16}, {1, 2, 9, 4}};
@@ -358,6 +552,10 @@ int main(void) {
     test_scalar_fns();
     test_rope();
     test_gdn_conv();
+    test_gdn_conv_wide();
+    test_fast_exp();
+    test_elementwise_rows();
+    test_transpose();
     test_gdn_recurrent();
     test_h2f();
     test_attention(0);

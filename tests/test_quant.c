@@ -477,6 +477,81 @@ static void test_matmul_p16(void) {
     for (int i = 0; i < 2; i++) kz_pool_free(pools[i]);
 }
 
+/* kz_matmul_multi: a group of matrices of mixed types on one X (shared activation conversion,
+ * one dispatch, rows split by bytes) gives every output bit for bit as kz_matmul of each alone,
+ * padding untouched, for 1..3 threads, decode and prefill sizes, packed and plain rows */
+static void test_matmul_multi(void) {
+    static const uint32_t GT[][4] = { { KZ_T_Q4_0, KZ_T_Q4_0, KZ_T_F32, KZ_T_F32 },
+                                      { KZ_T_Q4_0, KZ_T_Q8_0, KZ_T_Q4_K, 0 },
+                                      { KZ_T_IQ4_NL, KZ_T_F16, KZ_T_Q4_0, 0 } };
+    static const int GN[] = { 4, 3, 3 };
+    static const int NOUT[] = { 35, 17, 3, 64 };
+    static const int NTOK[] = { 1, 9, 70 };
+    const int64_t n_in = 768; /* 24 blocks of 32, 3 of 256 */
+    kz_pool *pools[2] = { kz_pool_new(2), kz_pool_new(3) };
+    CHECK(pools[0] && pools[1]);
+    unsigned long long s = 777;
+    int n_cases = 0;
+    for (int g = 0; g < 3; g++) {
+        kz_wmat W[4];
+        const kz_wmat *wp[4];
+        uint8_t *data[4], *pk[4] = { NULL };
+        float *wf = malloc(sizeof(float) * n_in);
+        for (int i = 0; i < GN[g]; i++) {
+            const uint32_t t = GT[g][i];
+            const int n_out = NOUT[(i + g) % 4];
+            const size_t rb = kz_row_bytes(t, n_in);
+            data[i] = malloc(rb * n_out);
+            for (int o = 0; o < n_out; o++) {
+                kt_fill_row(wf, n_in, &s);
+                kz_quant_row(t, wf, data[i] + o * rb, n_in);
+            }
+            W[i] = (kz_wmat){ .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data[i] };
+            if (t == KZ_T_Q4_0 && i == 0 && kz_gemm_p16_get()) { /* first Q4_0 matrix packed (all but a tail) */
+                const int n_p16 = n_out - n_out % 16;
+                pk[i] = malloc((size_t)(n_p16 / 16) * kz_pack16_group_bytes(n_in));
+                kz_pack16_q4_0(data[i], rb, n_p16, n_in, pk[i]);
+                W[i].p16 = pk[i];
+                W[i].n_p16 = n_p16;
+            }
+            wp[i] = &W[i];
+        }
+        for (size_t ki = 0; ki < 3; ki++) {
+            const int n_tok = NTOK[ki];
+            float *x = malloc(sizeof(float) * n_in * n_tok);
+            for (int tk = 0; tk < n_tok; tk++) kt_fill_row(x + tk * n_in, n_in, &s);
+            float *ref[4], *y[4];
+            int64_t ld[4];
+            size_t wmax = 0;
+            for (int i = 0; i < GN[g]; i++) if (kz_matmul_work_bytes(&W[i], n_tok) > wmax) wmax = kz_matmul_work_bytes(&W[i], n_tok);
+            void *work1 = malloc(wmax ? wmax : 1), *work = malloc(kz_matmul_multi_work_bytes(wp, GN[g], n_tok) + 1);
+            for (int i = 0; i < GN[g]; i++) {
+                ld[i] = W[i].n_out + 2 + i;
+                ref[i] = malloc(sizeof(float) * ld[i] * n_tok);
+                y[i] = malloc(sizeof(float) * ld[i] * n_tok);
+                for (int64_t e = 0; e < ld[i] * n_tok; e++) ref[i][e] = -12345.0f;
+                kz_matmul(pools[0], &W[i], x, n_tok, ref[i], ld[i], work1);
+            }
+            for (int pi = -1; pi < 2; pi++) {
+                for (int i = 0; i < GN[g]; i++)
+                    for (int64_t e = 0; e < ld[i] * n_tok; e++) y[i][e] = -12345.0f;
+                kz_matmul_multi(pi < 0 ? NULL : pools[pi], wp, GN[g], x, n_tok, y, ld, work, NULL);
+                int bad = 0;
+                for (int i = 0; i < GN[g]; i++) bad += memcmp(y[i], ref[i], sizeof(float) * ld[i] * n_tok) != 0;
+                CHECKF(bad == 0, "matmul_multi group %d n_tok=%d threads=%d: %d of %d outputs differ from kz_matmul", g,
+                       n_tok, pi < 0 ? 1 : pi + 2, bad, GN[g]);
+                n_cases++;
+            }
+            for (int i = 0; i < GN[g]; i++) { free(ref[i]); free(y[i]); }
+            free(x); free(work1); free(work);
+        }
+        for (int i = 0; i < GN[g]; i++) { free(data[i]); free(pk[i]); }
+        free(wf);
+    }
+    printf("  matmul_multi: %d (group, n_tok, threads) cases equal to one kz_matmul per matrix\n", n_cases);
+    for (int i = 0; i < 2; i++) kz_pool_free(pools[i]);
+}
+
 int main(void) {
     test_fp16();
     test_known();
@@ -485,5 +560,6 @@ int main(void) {
     test_vec_dot();
     test_matmul();
     test_matmul_p16();
+    test_matmul_multi();
     KT_END();
 }

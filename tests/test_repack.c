@@ -50,6 +50,8 @@ int main(void) {
         if (kz_mkmodel_write(&cfg, path, err, sizeof err) != 0) { fprintf(stderr, "mkmodel: %s\n", err); CHECK(0); continue; }
         kz_model_params mp = kz_model_default_params();
         mp.n_threads = 2;
+        CHECK(mp.repack_weights == 1); /* the default */
+        mp.repack_weights = 0;
         kz_model *m0 = kz_model_load(path, &mp, err, sizeof err);
         mp.repack_weights = 1;
         kz_model *m1 = kz_model_load(path, &mp, err, sizeof err);

@@ -140,13 +140,16 @@ def _cpu_flags():
 
 
 def test_bench_repack_reported(models):
-    """--repack is reported in the JSON: packed bytes > 0 where the 16-row Q4_0 kernel exists
-    (x86 AVX-512 VNNI level), 0 when a lower level is forced; off by default."""
+    """The repack is reported in the JSON: packed bytes > 0 where the 16-row Q4_0 kernel exists
+    (x86 AVX-512 VNNI level), 0 when a lower level is forced; on by default, off with --no-repack."""
     path = models["qwen35"]  # Q4_0
     base = ["bench", "-m", path, "-p", 8, "-n", 2, "-r", 1, "-t", 2, "--json", "--membw-gbs", 10]
-    off = json.loads(run(*base).stdout)
+    off = json.loads(run(*base, "--no-repack").stdout)
     assert off["repack"] == 0 and off["repacked_bytes"] == 0
+    dflt = json.loads(run(*base).stdout)
+    assert dflt["repack"] == 1
     on = json.loads(run(*base, "--repack").stdout)
+    assert on["repacked_bytes"] == dflt["repacked_bytes"]
     assert on["repack"] == 1
     assert 0 <= on["repacked_bytes"] <= on["model_bytes"]
     assert on["prefill_tok_s"]["median"] > 0 and on["decode_tok_s"]["median"] > 0
