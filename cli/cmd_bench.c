@@ -47,7 +47,7 @@ static void bench_usage(FILE *f) {
             "  --membw-mib M    bandwidth buffer size in MiB (default 1024)\n"
             "  --membw-passes K measured passes over the buffer (default 5, after 1 warm-up)\n"
             "  --json           print one JSON object on stdout instead of the table\n"
-            "  --profile        per-part time breakdown of the measured prefills (table output)\n"
+            "  --profile        per-part time breakdown of the measured prefills and decode steps (table output)\n"
             "  --no-repack      keep Q4_0 weights zero-copy (mmap): no 16-row repack at load (the default\n"
             "                   repacks where an AVX-512 VNNI kernel exists; --repack says so explicitly)\n"
             "Decode is measured right after the prefill (depth p). Peak RSS is taken before the\n"
@@ -356,8 +356,9 @@ int cmd_bench(int argc, char **argv) {
     uint64_t rs = (uint64_t)seed;
     for (long i = 0; i < p; i++) toks[i] = (int32_t)(rng_next(&rs) % (uint64_t)nv);
 
-    kz_profile prof_sum; /* prefill breakdown summed over the measured runs */
+    kz_profile prof_sum, dec_sum; /* prefill / decode breakdowns summed over the measured runs */
     memset(&prof_sum, 0, sizeof prof_sum);
+    memset(&dec_sum, 0, sizeof dec_sum);
     for (long r = -warmup; r < runs && !rc; r++) {
         kz_context_reset(c);
         if (profile) kz_seq_profile_enable(kz_context_seq(c), 1);
@@ -374,12 +375,20 @@ int cmd_bench(int argc, char **argv) {
             for (int i = 0; r >= 0 && i < KZ_PROF_COUNT; i++) prof_sum.ms[i] += pr->ms[i];
             if (r >= 0) { prof_sum.tokens += pr->tokens; prof_sum.calls += pr->calls; }
             kz_seq_profile_enable(kz_context_seq(c), 0);
+            /* decode steps get their own breakdown (a few clock reads per layer: ~0.01 % of a step) */
+            if (n > 0) kz_seq_profile_enable(kz_context_seq(c), 1);
         }
         for (long i = 0; i < n; i++) {
             if (kz_eval(c, &tok, 1, logits, 0)) { rc = 1; break; }
             tok = greedy ? argmax(logits, nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
         }
         double t2 = now_s();
+        if (profile && n > 0) {
+            const kz_profile *pr = kz_seq_profile(kz_context_seq(c));
+            for (int i = 0; r >= 0 && i < KZ_PROF_COUNT; i++) dec_sum.ms[i] += pr->ms[i];
+            if (r >= 0) { dec_sum.tokens += pr->tokens; dec_sum.calls += pr->calls; }
+            kz_seq_profile_enable(kz_context_seq(c), 0);
+        }
         if (r >= 0) {
             pp[r] = p > 0 ? (double)p / (t1 - t0 > 0 ? t1 - t0 : 1e-9) : 0;
             tg[r] = n > 0 ? (double)n / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0;
@@ -474,6 +483,10 @@ int cmd_bench(int argc, char **argv) {
             if (profile && p > 0) {
                 printf("prefill time by part, %ld measured runs:\n", runs);
                 kz_profile_print(&prof_sum, stdout);
+            }
+            if (profile && n > 0) {
+                printf("decode time by part, %ld measured runs:\n", runs);
+                kz_profile_print(&dec_sum, stdout);
             }
         }
     }

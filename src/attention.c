@@ -79,7 +79,10 @@ static inline const float *row_f32(const kz_kv_layer *kv, int which, int g, int 
     const void *base = which ? kv->v : kv->k;
     const size_t o = row_off(kv, g, pos);
     switch (kv->type) {
-    case KZ_KV_F16: kz_h2f_row(tmp, (const uint16_t *)base + o, kv->head_dim); return tmp;
+    case KZ_KV_F16:
+        if (kv->h2f) kv->h2f((const uint16_t *)base + o, tmp, kv->head_dim);
+        else kz_h2f_row(tmp, (const uint16_t *)base + o, kv->head_dim);
+        return tmp;
     case KZ_KV_Q8_0: kz_dequant_row(KZ_T_Q8_0, kz_kv_row(kv, which, g, pos), tmp, kv->head_dim); return tmp;
     default: return (const float *)base + o;
     }

@@ -14,6 +14,9 @@ typedef struct {
     int n_head, n_head_kv, head_dim, n_ctx;
     int type;     /* storage, a kz_kv_type: 0 f32, 1 IEEE half, 2 q8_0 (head_dim % 32 == 0) */
     void *k, *v;  /* [n_head_kv][n_ctx] rows of head_dim values (kz_kv_row_bytes each) */
+    /* half -> float row converter of the active ISA level (exact, like kz_h2f_row, which is
+     * used when NULL): decode attention converts every cached row it reads */
+    void (*h2f)(const void *src, float *dst, int64_t n);
 } kz_kv_layer;
 
 /* Bytes of one cached row (head_dim values) in a storage type; 0 if the type cannot hold

@@ -20,6 +20,7 @@
 #include "gdn.h"
 #include "model.h"
 #include "ops.h"
+#include "types.h"
 
 /* attention work items wanted per layer before positions get split (>= typical thread counts) */
 #define KZ_ATTN_MIN_ITEMS 16
@@ -215,7 +216,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     }
     size_t tile_bytes = 0;
     if (hp->n_attn_layers && n_batch >= KZ_ATTN_TILE_MIN) {
-        const kz_kv_layer probe = {hp->n_head, hp->n_head_kv, hp->head_dim, 1, (int)kv, NULL, NULL};
+        const kz_kv_layer probe = {hp->n_head, hp->n_head_kv, hp->head_dim, 1, (int)kv, NULL, NULL, NULL};
         s->tile_scr_per_thread = kz_attn_tile_scratch_floats(&probe, KZ_ATTN_BQ);
         ok = ok && mul3(&tile_bytes, s->tile_scr_per_thread, (size_t)s->nth, sizeof(float));
     }
@@ -245,6 +246,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
             l->head_dim = hp->head_dim;
             l->n_ctx = n_ctx;
             l->type = (int)kv;
+            l->h2f = kz_qtraits_get(KZ_T_F16)->dequant;
             l->k = (char *)s->kv_mem + (size_t)(2 * i) * kv_layer_bytes;
             l->v = (char *)s->kv_mem + (size_t)(2 * i + 1) * kv_layer_bytes;
         }

@@ -247,18 +247,19 @@ static const kz_qtraits k_scalar[N_TYPES] = {
     { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0, dot_q4_0_q8_0, gemm_q4_0 },
 };
 
-/* SIMD tables: dequantize and the Q4_0 weight quantizer stay scalar (not on a hot path) */
+/* SIMD tables: dequantize (but F16's: the KV cache rows attention reads) and the Q4_0 weight
+ * quantizer stay scalar (not on a hot path) */
 #if defined(__x86_64__)
 static const kz_qtraits k_avx2[N_TYPES] = {
     { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_avx2_dot_f32,  kz_avx2_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_avx2_quant_f16,  kz_avx2_dot_f16,  kz_avx2_gemm_f16 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_avx2_dequant_f16, kz_avx2_quant_f16,  kz_avx2_dot_f16,  kz_avx2_gemm_f16 },
     { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_avx2_quant_bf16, kz_avx2_dot_bf16, kz_avx2_gemm_bf16 },
     { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_avx2_quant_q8_0, kz_avx2_dot_q8_0, kz_avx2_gemm_q8_0 },
     { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_avx2_dot_q4_0, kz_avx2_gemm_q4_0 },
 };
 static const kz_qtraits k_avx512[N_TYPES] = {
     { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_avx2_dot_f32,    kz_avx2_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_avx2_quant_f16,  kz_avx2_dot_f16,    kz_avx2_gemm_f16 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_avx2_dequant_f16, kz_avx2_quant_f16,  kz_avx2_dot_f16,    kz_avx2_gemm_f16 },
     { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_avx2_quant_bf16, kz_avx2_dot_bf16,   kz_avx2_gemm_bf16 },
     { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_avx2_quant_q8_0, kz_avx512_dot_q8_0, kz_avx512_gemm_q8_0 },
     { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_avx512_dot_q4_0, kz_avx512_gemm_q4_0 },
@@ -267,21 +268,21 @@ static const kz_qtraits k_avx512[N_TYPES] = {
 #if defined(__aarch64__)
 static const kz_qtraits k_neon[N_TYPES] = {
     { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_neon_dot_f32,  kz_neon_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_neon_quant_f16,  kz_neon_dot_f16,  kz_neon_gemm_f16 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_neon_dequant_f16, kz_neon_quant_f16,  kz_neon_dot_f16,  kz_neon_gemm_f16 },
     { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_neon_quant_bf16, kz_neon_dot_bf16, kz_neon_gemm_bf16 },
     { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_neon_quant_q8_0, kz_neon_dot_q8_0, kz_neon_gemm_q8_0 },
     { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_neon_dot_q4_0, kz_neon_gemm_q4_0 },
 };
 static const kz_qtraits k_dotprod[N_TYPES] = {
     { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_neon_dot_f32,     kz_neon_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_neon_quant_f16,  kz_neon_dot_f16,     kz_neon_gemm_f16 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_neon_dequant_f16, kz_neon_quant_f16,  kz_neon_dot_f16,     kz_neon_gemm_f16 },
     { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_neon_quant_bf16, kz_neon_dot_bf16,    kz_neon_gemm_bf16 },
     { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_neon_quant_q8_0, kz_dotprod_dot_q8_0, kz_dotprod_gemm_q8_0 },
     { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_dotprod_dot_q4_0, kz_dotprod_gemm_q4_0 },
 };
 static const kz_qtraits k_i8mm[N_TYPES] = {
     { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_neon_dot_f32,     kz_neon_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  kz_neon_quant_f16,  kz_neon_dot_f16,     kz_neon_gemm_f16 },
+    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_neon_dequant_f16, kz_neon_quant_f16,  kz_neon_dot_f16,     kz_neon_gemm_f16 },
     { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_neon_quant_bf16, kz_neon_dot_bf16,    kz_neon_gemm_bf16 },
     { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_neon_quant_q8_0, kz_dotprod_dot_q8_0, kz_i8mm_gemm_q8_0 },
     { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_dotprod_dot_q4_0, kz_i8mm_gemm_q4_0 },

@@ -63,6 +63,28 @@ size_t kz_neon_quant_q8_0(const float *x, void *dst, int64_t n) {
     return (size_t)(n / 32) * 34;
 }
 
+/* fp16 -> f32 with FCVTL (exact, as the reference); groups holding an inf/NaN half go through
+ * the reference, which keeps a signalling NaN's payload where FCVTL would quiet it */
+void kz_neon_dequant_f16(const void *src, float *dst, int64_t n) {
+    const uint8_t *s = src;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint16_t h[4];
+        memcpy(h, s + 2 * i, 8);
+        const uint16x4_t hv = vld1_u16(h);
+        if (vmaxv_u16(vceq_u16(vand_u16(hv, vdup_n_u16(0x7c00)), vdup_n_u16(0x7c00)))) {
+            for (int j = 0; j < 4; j++) dst[i + j] = kz_fp16_to_f32(h[j]);
+            continue;
+        }
+        vst1q_f32(dst + i, vcvt_f32_f16(vreinterpret_f16_u16(hv)));
+    }
+    for (; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, s + 2 * i, 2);
+        dst[i] = kz_fp16_to_f32(h);
+    }
+}
+
 /* f32 -> fp16 with FCVTN (round to nearest even under the default FPCR); NaN lanes go
  * through the reference (0x7e00 | sign) */
 size_t kz_neon_quant_f16(const float *x, void *dst, int64_t n) {

@@ -20,6 +20,7 @@
 /* quant_x86.c: AVX2+FMA+F16C (floats, activation quantizers, integer dots) and AVX-512 VNNI
  * (integer dots; floats and quantizers are the AVX2 ones) */
 KZ_ISA_QUANT(avx2, q8_0) KZ_ISA_QUANT(avx2, f16) KZ_ISA_QUANT(avx2, bf16)
+void kz_avx2_dequant_f16(const void *src, float *dst, int64_t n); /* exact, = the reference */
 KZ_ISA_DOT(avx2, f32) KZ_ISA_DOT(avx2, f16) KZ_ISA_DOT(avx2, bf16) KZ_ISA_DOT(avx2, q8_0) KZ_ISA_DOT(avx2, q4_0)
 KZ_ISA_GEMM(avx2, f32) KZ_ISA_GEMM(avx2, f16) KZ_ISA_GEMM(avx2, bf16) KZ_ISA_GEMM(avx2, q8_0) KZ_ISA_GEMM(avx2, q4_0)
 KZ_ISA_DOT(avx512, q8_0) KZ_ISA_DOT(avx512, q4_0)
@@ -31,6 +32,7 @@ void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const vo
 #if defined(__aarch64__)
 /* quant_arm.c: baseline NEON for everything */
 KZ_ISA_QUANT(neon, q8_0) KZ_ISA_QUANT(neon, f16) KZ_ISA_QUANT(neon, bf16)
+void kz_neon_dequant_f16(const void *src, float *dst, int64_t n); /* exact, = the reference */
 KZ_ISA_DOT(neon, f32) KZ_ISA_DOT(neon, f16) KZ_ISA_DOT(neon, bf16) KZ_ISA_DOT(neon, q8_0) KZ_ISA_DOT(neon, q4_0)
 KZ_ISA_GEMM(neon, f32) KZ_ISA_GEMM(neon, f16) KZ_ISA_GEMM(neon, bf16) KZ_ISA_GEMM(neon, q8_0) KZ_ISA_GEMM(neon, q4_0)
 /* quant_arm_dot.c (built with +dotprod): SDOT integer dots */

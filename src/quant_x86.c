@@ -287,6 +287,23 @@ T_AVX2 size_t kz_avx2_quant_q8_0(const float *x, void *dst, int64_t n) {
     return (size_t)(n / 32) * 34;
 }
 
+/* fp16 -> f32 (F16C; exact, as the reference); groups holding an inf/NaN half go through the
+ * reference, which keeps a signalling NaN's payload where VCVTPH2PS would quiet it */
+T_AVX2 void kz_avx2_dequant_f16(const void *src, float *dst, int64_t n) {
+    const uint8_t *s = src;
+    int64_t i = 0;
+    const __m128i em = _mm_set1_epi16(0x7c00);
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(s + 2 * i));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(h, em), em))) {
+            for (int j = 0; j < 8; j++) dst[i + j] = kz_fp16_to_f32(ld16(s + 2 * (i + j)));
+            continue;
+        }
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) dst[i] = kz_fp16_to_f32(ld16(s + 2 * i));
+}
+
 /* f32 -> fp16, round to nearest even (F16C); NaN becomes the reference's 0x7e00 | sign */
 T_AVX2 size_t kz_avx2_quant_f16(const float *x, void *dst, int64_t n) {
     uint8_t *d = dst;

@@ -18,7 +18,7 @@ static unsigned long long rs = 0x1234567887654321ull;
 
 static void check_tile(int type, int H, int Hkv, int hd, int pos0, int nt, float qamp) {
     const int n_ctx = pos0 + nt + 3, n_rep = H / Hkv;
-    kz_kv_layer kv = {H, Hkv, hd, n_ctx, type, NULL, NULL};
+    kz_kv_layer kv = {H, Hkv, hd, n_ctx, type, NULL, NULL, NULL};
     const size_t rb = kz_kv_row_bytes(&kv);
     kv.k = malloc((size_t)Hkv * n_ctx * rb);
     kv.v = malloc((size_t)Hkv * n_ctx * rb);

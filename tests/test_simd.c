@@ -463,6 +463,30 @@ static void test_greedy(void) {
             unlink(path);
         }
 }
+/* F16 rows -> f32 (the KV cache rows decode attention reads): every level's dequantize equals
+ * the scalar reference bit for bit on all 65536 halves (inf, NaN payloads, subnormals), at odd
+ * lengths and offsets so the SIMD groups and the tail both see every value */
+static void test_f16_dequant(void) {
+    uint16_t *h = malloc(sizeof(uint16_t) * (65536 + 16));
+    float *ref = malloc(sizeof(float) * (65536 + 16)), *got = malloc(sizeof(float) * (65536 + 16));
+    for (uint32_t i = 0; i < 65536 + 16; i++) h[i] = (uint16_t)(i * 40503u); /* a permutation of 0..65535 */
+    const kz_qtraits *sc = kz_qtraits_get_isa(KZ_ISA_SCALAR, KZ_T_F16);
+    for (int li = 0; li < n_levels; li++) {
+        const kz_qtraits *tr = kz_qtraits_get_isa(levels[li], KZ_T_F16);
+        static const int64_t OFF[] = { 0, 1, 3 }, LEN[] = { 65536, 65533, 7 };
+        for (int k = 0; k < 3; k++) {
+            sc->dequant(h + OFF[k], ref, LEN[k]);
+            for (int64_t i = 0; i < LEN[k] + 4; i++) got[i] = -7.0f;
+            tr->dequant(h + OFF[k], got, LEN[k]);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < LEN[k]; i++) bad += memcmp(&ref[i], &got[i], 4) != 0;
+            CHECKF(bad == 0 && got[LEN[k]] == -7.0f, "%s f16 dequant, %lld values at offset %lld: %lld differ",
+                   kz_isa_name(levels[li]), (long long)LEN[k], (long long)OFF[k], (long long)bad);
+        }
+    }
+    printf("  f16 dequant: every half identical to the scalar reference on %d levels\n", n_levels);
+    free(h); free(ref); free(got);
+}
 
 int main(void) {
     for (int i = 1; i < KZ_ISA_COUNT; i++)
@@ -475,6 +499,7 @@ int main(void) {
     test_greedy();
     test_act_convert();
     test_gemm();
+    test_f16_dequant();
     char buf[256]; /* kz_cpu_describe fixes this process's level: only after the children */
     CHECK(kz_cpu_describe(buf, sizeof buf) > 0 && strstr(buf, "kernels:"));
     printf("  cpu: %s\n", buf);
