@@ -3,6 +3,7 @@
 #include <string.h>
 #include "../include/kazeia.h"
 #include "attention.h"
+#include "cpu.h"
 #include "fp16.h"
 #include "ops.h"
 #include "quant.h"
@@ -94,7 +95,9 @@ void kz_kv_row_get(const kz_kv_layer *kv, int which, int g, int pos, float *dst)
 }
 
 /* 8 partial sums: vectorises without -ffast-math */
-static inline float dot8(const float *restrict a, const float *restrict b, int n) {
+#define KZ_AINL static inline __attribute__((always_inline))
+
+KZ_AINL float dot8(const float *restrict a, const float *restrict b, int n) {
     float acc[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -106,7 +109,7 @@ static inline float dot8(const float *restrict a, const float *restrict b, int n
 
 /* y += a x, 8 at a time through locals: vectorises even where the compiler cannot prove that
  * x and y do not overlap once inlined */
-static inline void axpy(float *y, float a, const float *x, int n) {
+KZ_AINL void axpy(float *y, float a, const float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         float t[8];
@@ -117,7 +120,7 @@ static inline void axpy(float *y, float a, const float *x, int n) {
 }
 
 /* max(m, s[0..n)): 8 running maxima (exact, so the same value as a serial scan) */
-static float row_max(const float *s, float m, int n) {
+KZ_AINL float row_max(const float *s, float m, int n) {
     float mm[8];
     for (int l = 0; l < 8; l++) mm[l] = m;
     int j = 0;
@@ -138,7 +141,7 @@ static void scale_to(float *restrict y, const float *restrict x, float a, int n)
 
 /* s[j] = e^(s[j] - m) for j < n, returns their sum: blocks of 8 (vectorised), 8 partial sums
  * in double in a fixed order */
-static double exp_sum(float *s, float m, int n) {
+KZ_AINL double exp_sum(float *s, float m, int n) {
     double acc[8] = {0};
     int j = 0;
     for (; j + 8 <= n; j += 8) {
@@ -156,7 +159,7 @@ size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos) {
     return n_rep * (size_t)n_pos + (size_t)kv->head_dim;
 }
 
-void kz_attn_partial(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
+KZ_AINL void attn_partial_body(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
                      float *ml, float *acc, float *scratch) {
     const int hd = kv->head_dim, n_rep = kv->n_head / kv->n_head_kv, n = p1 - p0;
     memset(acc, 0, (size_t)n_rep * hd * sizeof(float));
@@ -180,6 +183,26 @@ void kz_attn_partial(const kz_kv_layer *kv, int g, int p0, int p1, const float *
         const float *vr = row_f32(kv, 1, g, p0 + t, tmp);
         for (int r = 0; r < n_rep; r++) axpy(acc + (size_t)r * hd, sc[(size_t)r * n + t], vr, hd);
     }
+}
+
+/* one body, twice (as the GDN decode step, gdn.c): build flags, and AVX2 on x86-64 (8-lane loops
+ * in one ymm, no FMA): same bits, chosen from the active ISA level */
+static void attn_partial_plain(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
+                     float *ml, float *acc, float *scratch) { attn_partial_body(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void attn_partial_avx2(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
+                     float *ml, float *acc, float *scratch) { attn_partial_body(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch); }
+#endif
+
+void kz_attn_partial(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
+                     float *ml, float *acc, float *scratch) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (kz_isa_active() == KZ_ISA_AVX2 || kz_isa_active() == KZ_ISA_AVX512) {
+        attn_partial_avx2(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch);
+        return;
+    }
+#endif
+    attn_partial_plain(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch);
 }
 
 void kz_attn_merge(int n_rep, int hd, int n_part, const float *ml, const float *acc, float *out, size_t ldo) {

@@ -1,5 +1,6 @@
 #include <math.h>
 #include <string.h>
+#include "cpu.h"
 #include "gdn.h"
 #include "ops.h"
 
@@ -107,7 +108,9 @@ void kz_gdn_gates(int n, const float *b, const float *a, const float *dt_bias, c
 }
 
 /* 8 independent partial sums: the compiler turns these loops into SIMD without -ffast-math */
-static inline float dot8(const float *a, const float *b, int n) {
+#define KZ_AINL static inline __attribute__((always_inline))
+
+KZ_AINL float dot8(const float *a, const float *b, int n) {
     float acc[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -118,7 +121,7 @@ static inline float dot8(const float *a, const float *b, int n) {
 }
 
 /* row = decay*row + d*k, returns dot(row, q) */
-static inline float update_dot8(float *restrict row, const float *restrict k, const float *restrict q, float decay,
+KZ_AINL float update_dot8(float *restrict row, const float *restrict k, const float *restrict q, float decay,
                                 float d, int n) {
     float acc[8] = {0};
     int i = 0;
@@ -137,7 +140,7 @@ static inline float update_dot8(float *restrict row, const float *restrict k, co
     return s;
 }
 
-void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
+KZ_AINL void gdn_recurrent_body(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
                       size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
                       float *out, size_t ld_out, int h0, int h1) {
     const int dk = sh->dk, dv = sh->dv, hk = sh->n_k_heads;
@@ -161,4 +164,41 @@ void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float
             }
         }
     }
+}
+
+/* The decode step from one body, twice: at the build's flags (SSE2 / NEON) and, on x86-64, with
+ * AVX2 so each 8-lane loop is one ymm (half the instructions for the 48 MiB of state a 4B token
+ * reads and writes). No FMA in either (ISO C mode contracts nothing, and "avx2" alone has none):
+ * every lane does the same multiplies and adds in the same order, so both give the same bits;
+ * chosen from the active ISA level (cpu.c), like sgemm. */
+static void gdn_recurrent_plain(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
+                      size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
+                      float *out, size_t ld_out, int h0, int h1) {
+    gdn_recurrent_body(sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void gdn_recurrent_avx2(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
+                      size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
+                      float *out, size_t ld_out, int h0, int h1) {
+    gdn_recurrent_body(sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
+}
+#endif
+
+void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
+                      size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
+                      float *out, size_t ld_out, int h0, int h1) {
+    kz_gdn_recurrent_isa((int)kz_isa_active(), sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
+}
+
+void kz_gdn_recurrent_isa(int isa, const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
+                          size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
+                          float *out, size_t ld_out, int h0, int h1) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if ((isa == KZ_ISA_AVX2 || isa == KZ_ISA_AVX512) && kz_isa_available(KZ_ISA_AVX2)) {
+        gdn_recurrent_avx2(sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
+        return;
+    }
+#endif
+    (void)isa;
+    gdn_recurrent_plain(sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
 }

@@ -126,7 +126,8 @@ static void dot_task(void *arg, int ith, int nth) {
     const mm_multi *mt = arg;
     const int64_t total = mt->ucum[mt->n];
     /* this thread's byte range [blo, bhi), rounded to whole units of each matrix */
-    const int64_t blo = (int64_t)((__int128)total * ith / nth), bhi = (int64_t)((__int128)total * (ith + 1) / nth);
+    /* total is at most ~2^40 bytes and nth <= KZ_POOL_MAX_THREADS: the products fit in int64 */
+    const int64_t blo = total * ith / nth, bhi = total * (ith + 1) / nth;
     for (int i = 0; i < mt->n; i++) {
         const int64_t c0 = mt->ucum[i], c1 = mt->ucum[i + 1];
         if (c1 <= blo || c0 >= bhi || c1 == c0) continue;
