@@ -100,6 +100,13 @@ static bstats stats_of(const double *v, int n) {
     return s;
 }
 
+/* a measured run's per-part times added into the sum over runs */
+static void prof_add(kz_profile *sum, const kz_profile *p) {
+    for (int i = 0; i < KZ_PROF_COUNT; i++) sum->ms[i] += p->ms[i];
+    sum->tokens += p->tokens;
+    sum->calls += p->calls;
+}
+
 /* ---------------- memory read bandwidth ---------------- */
 
 /* GNU vector extension: 32-byte lanes compile to the widest loads the target flags allow
@@ -371,9 +378,7 @@ int cmd_bench(int argc, char **argv) {
         }
         double t1 = now_s();
         if (profile) {
-            const kz_profile *pr = kz_seq_profile(kz_context_seq(c));
-            for (int i = 0; r >= 0 && i < KZ_PROF_COUNT; i++) prof_sum.ms[i] += pr->ms[i];
-            if (r >= 0) { prof_sum.tokens += pr->tokens; prof_sum.calls += pr->calls; }
+            if (r >= 0) prof_add(&prof_sum, kz_seq_profile(kz_context_seq(c)));
             kz_seq_profile_enable(kz_context_seq(c), 0);
             /* decode steps get their own breakdown (a few clock reads per layer: ~0.01 % of a step) */
             if (n > 0) kz_seq_profile_enable(kz_context_seq(c), 1);
@@ -384,9 +389,7 @@ int cmd_bench(int argc, char **argv) {
         }
         double t2 = now_s();
         if (profile && n > 0) {
-            const kz_profile *pr = kz_seq_profile(kz_context_seq(c));
-            for (int i = 0; r >= 0 && i < KZ_PROF_COUNT; i++) dec_sum.ms[i] += pr->ms[i];
-            if (r >= 0) { dec_sum.tokens += pr->tokens; dec_sum.calls += pr->calls; }
+            if (r >= 0) prof_add(&dec_sum, kz_seq_profile(kz_context_seq(c)));
             kz_seq_profile_enable(kz_context_seq(c), 0);
         }
         if (r >= 0) {

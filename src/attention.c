@@ -94,18 +94,6 @@ void kz_kv_row_get(const kz_kv_layer *kv, int which, int g, int pos, float *dst)
     if (r != dst) memcpy(dst, r, (size_t)kv->head_dim * sizeof(float));
 }
 
-/* 8 partial sums: vectorises without -ffast-math */
-#define KZ_AINL static inline __attribute__((always_inline))
-
-KZ_AINL float dot8(const float *restrict a, const float *restrict b, int n) {
-    float acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
 
 /* y += a x, 8 at a time through locals: vectorises even where the compiler cannot prove that
  * x and y do not overlap once inlined */
@@ -131,28 +119,7 @@ KZ_AINL float row_max(const float *s, float m, int n) {
     return m;
 }
 
-/* y = a x (8 at a time) */
-static void scale_to(float *restrict y, const float *restrict x, float a, int n) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) y[i + l] = a * x[i + l];
-    for (; i < n; i++) y[i] = a * x[i];
-}
 
-/* s[j] = e^(s[j] - m) for j < n, returns their sum: blocks of 8 (vectorised), 8 partial sums
- * in double in a fixed order */
-KZ_AINL double exp_sum(float *s, float m, int n) {
-    double acc[8] = {0};
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        float e[8];
-        for (int l = 0; l < 8; l++) e[l] = kz_exp(s[j + l] - m);
-        for (int l = 0; l < 8; l++) { s[j + l] = e[l]; acc[l] += e[l]; }
-    }
-    double sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; j < n; j++) { s[j] = kz_exp(s[j] - m); sum += s[j]; }
-    return sum;
-}
 
 size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos) {
     const size_t n_rep = (size_t)(kv->n_head / kv->n_head_kv);
@@ -170,12 +137,12 @@ KZ_AINL void attn_partial_body(const kz_kv_layer *kv, int g, int p0, int p1, con
     float *sc = scratch, *tmp = scratch + (size_t)n_rep * n; /* sc[r*n + t] */
     for (int t = 0; t < n; t++) {
         const float *kr = row_f32(kv, 0, g, p0 + t, tmp);
-        for (int r = 0; r < n_rep; r++) sc[(size_t)r * n + t] = dot8(q + (size_t)r * ldq, kr, hd) * scale;
+        for (int r = 0; r < n_rep; r++) sc[(size_t)r * n + t] = kz_dot8(q + (size_t)r * ldq, kr, hd) * scale;
     }
     for (int r = 0; r < n_rep; r++) {
         float *s = sc + (size_t)r * n;
         const float mx = row_max(s + 1, s[0], n - 1);
-        double sum = exp_sum(s, mx, n);
+        double sum = kz_exp_sum(s, mx, n);
         ml[2 * r] = mx;
         ml[2 * r + 1] = (float)sum;
     }
@@ -242,7 +209,7 @@ void kz_attn_tile(const kz_kv_layer *kv, int g, int pos0, int nt, const float *q
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < n_rep; r++) {
             const float *src = q + (size_t)t * ldq_t + (size_t)r * ldq_r;
-            scale_to(Q + ((size_t)t * n_rep + r) * hd, src, scale, hd);
+            kz_scale_to(Q + ((size_t)t * n_rep + r) * hd, src, scale, hd);
         }
     memset(acc, 0, (size_t)nq * hd * sizeof(float));
     for (int i = 0; i < nq; i++) { mx[i] = -INFINITY; sum[i] = 0.0f; }
@@ -270,7 +237,7 @@ void kz_attn_tile(const kz_kv_layer *kv, int g, int pos0, int nt, const float *q
             }
             const float m = row_max(si, mx[i], nv);
             rs[i] = kz_exp(mx[i] - m); /* exp(-inf) = 0 on the first block */
-            const float l = (float)exp_sum(si, m, nv);
+            const float l = (float)kz_exp_sum(si, m, nv);
             for (int j = nv; j < nb; j++) si[j] = 0.0f;
             sum[i] = sum[i] * rs[i] + l;
             mx[i] = m;
@@ -287,7 +254,7 @@ void kz_attn_tile(const kz_kv_layer *kv, int g, int pos0, int nt, const float *q
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < n_rep; r++) {
             const int i = t * n_rep + r;
-            scale_to(out + (size_t)t * ldo_t + (size_t)r * hd, acc + (size_t)i * hd, 1.0f / sum[i], hd);
+            kz_scale_to(out + (size_t)t * ldo_t + (size_t)r * hd, acc + (size_t)i * hd, 1.0f / sum[i], hd);
         }
 }
 

@@ -107,18 +107,6 @@ void kz_gdn_gates(int n, const float *b, const float *a, const float *dt_bias, c
     }
 }
 
-/* 8 independent partial sums: the compiler turns these loops into SIMD without -ffast-math */
-#define KZ_AINL static inline __attribute__((always_inline))
-
-KZ_AINL float dot8(const float *a, const float *b, int n) {
-    float acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
 
 /* row = decay*row + d*k, returns dot(row, q) */
 KZ_AINL float update_dot8(float *restrict row, const float *restrict k, const float *restrict q, float decay,
@@ -158,7 +146,7 @@ KZ_AINL void gdn_recurrent_body(const kz_gdn_shape *sh, int T, const float *q, c
                 /* row r of M is column r of S: (decay S)^T k = decay (S^T k), then the
                  * decayed rank-1 update and the read-out S^T q in one pass */
                 float *row = M + (size_t)r * dk;
-                const float kv = decay * dot8(row, kt, dk);
+                const float kv = decay * kz_dot8(row, kt, dk);
                 const float d = bt * (vt[r] - kv);
                 ot[r] = update_dot8(row, kt, qt, decay, d, dk);
             }

@@ -29,20 +29,8 @@ static inline float dexpf(float x) {
 }
 static inline float dexp(double x) { return dexpf((float)x); }
 
-/* y = a x, y *= a, y -= a x: blocks of 8 with a fixed inner trip count, which GCC -O2 vectorises
+/* y -= a x: blocks of 8 with a fixed inner trip count, which GCC -O2 vectorises
  * (its cheap cost model skips loops whose count is not a known multiple of the vector) */
-static void scale_to(float *restrict y, const float *restrict x, float a, int n) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) y[i + l] = a * x[i + l];
-    for (; i < n; i++) y[i] = a * x[i];
-}
-static void scale_in(float *y, float a, int n) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) y[i + l] *= a;
-    for (; i < n; i++) y[i] *= a;
-}
 static void axpy_sub(float *restrict y, const float *restrict x, float a, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -112,8 +100,8 @@ void kz_gdn_chunked(const kz_gdn_shape *sh, int T, const float *q, const float *
              * substitution in place: a row block first takes all earlier blocks in one product,
              * then resolves its own few rows */
             for (int r = 0; r < n; r++) {
-                scale_to(X + (size_t)r * LX, V + (size_t)r * ld_in, bt[r], dv);
-                scale_to(X + (size_t)r * LX + dv, K + (size_t)r * ld_in, bt[r] * eG[r], dk);
+                kz_scale_to(X + (size_t)r * LX, V + (size_t)r * ld_in, bt[r], dv);
+                kz_scale_to(X + (size_t)r * LX + dv, K + (size_t)r * ld_in, bt[r] * eG[r], dk);
             }
             for (int m0 = 0; m0 < n; m0 += MR) {
                 const int mr = n - m0 < MR ? n - m0 : MR;
@@ -131,7 +119,7 @@ void kz_gdn_chunked(const kz_gdn_shape *sh, int T, const float *q, const float *
             /* S = e^{G_last} S0 + K^T (diag(e^{G_last - G}) V_new): the decay goes on the rows
              * of V_new (no longer needed), so K^T serves as is */
             const double gl = G[n - 1];
-            for (int r = 0; r < n; r++) scale_in(X + (size_t)r * LX, dexp(gl - G[r]), dv);
+            for (int r = 0; r < n; r++) kz_scale(X + (size_t)r * LX, dv, dexp(gl - G[r]));
             kz_sgemm(dk, dv, n, KT, CS, X, LX, S, dv, 1.0f, NULL, eG[n - 1], KZ_TRI_NONE);
         }
         kz_transpose(M, (size_t)dk, S, (size_t)dv, dk, dv);

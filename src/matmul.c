@@ -158,12 +158,17 @@ void kz_matmul_abortable(kz_pool *pool, const kz_wmat *w, const float *x, int n_
     kz_matmul_multi(pool, &w, 1, x, n_tok, &y, &ldy, work, abort);
 }
 
+/* b can read the X that a's conversion made (F32 weights read X itself: nothing to share) */
+static int shares_act(const kz_wmat *a, const kz_wmat *b) {
+    return a->type != KZ_T_F32 && b->type != KZ_T_F32 && kz_act_type(a->type) == kz_act_type(b->type) &&
+           a->n_in == b->n_in;
+}
+
 size_t kz_matmul_multi_work_bytes(const kz_wmat *const *w, int nw, int n_tok) {
     size_t sum = 0;
     for (int i = 0; i < nw; i++) {
         int seen = 0;
-        for (int j = 0; j < i && !seen; j++)
-            seen = kz_act_type(w[j]->type) == kz_act_type(w[i]->type) && w[j]->n_in == w[i]->n_in;
+        for (int j = 0; j < i && !seen; j++) seen = shares_act(w[j], w[i]);
         if (!seen) sum += kz_matmul_work_bytes(w[i], n_tok);
     }
     return sum;
@@ -198,8 +203,7 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
             t->act_rb = kz_act_row_bytes(wi->type, wi->n_in);
             /* an earlier matrix with the same activation type already converts X */
             for (int j = 0; j < mt.n && !t->act; j++)
-                if (mt.t[j].w->type != KZ_T_F32 && mt.t[j].wt->act_type == wt->act_type && mt.t[j].w->n_in == wi->n_in)
-                    t->act = mt.t[j].act;
+                if (shares_act(mt.t[j].w, wi)) t->act = mt.t[j].act;
             if (!t->act) {
                 t->act = wp;
                 wp += kz_matmul_work_bytes(wi, n_tok);

@@ -128,16 +128,7 @@ void kz_rmsnorm_gated(float *o, const float *z, const float *w, int n, float eps
 void kz_softmax(float *x, int n) {
     float mx = x[0];
     for (int i = 1; i < n; i++) if (x[i] > mx) mx = x[i];
-    double acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float t[8];
-        for (int l = 0; l < 8; l++) t[l] = kz_exp(x[i + l] - mx);
-        for (int l = 0; l < 8; l++) { x[i + l] = t[l]; acc[l] += t[l]; }
-    }
-    double sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++) { x[i] = kz_exp(x[i] - mx); sum += x[i]; }
-    const float r = (float)(1.0 / sum);
+    const float r = (float)(1.0 / kz_exp_sum(x, mx, n));
     kz_scale(x, n, r);
 }
 

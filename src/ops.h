@@ -80,4 +80,39 @@ void kz_rope_table(float *cs, int n_rot, int pos, float base, const unsigned cha
 void kz_rope_neox(float *x, int n_rot, const float *cs);
 /* Fill use_pos[n_rot/2] for IMROPE sections (sec[0..3]); all ones when the sections sum to 0. */
 void kz_imrope_mask(unsigned char *use_pos, int n_rot, const int sec[4]);
+/* Row helpers shared by attention.c, gdn.c, gdn_chunk.c and ops.c. Always inlined, so the AVX2
+ * builds of the decode kernels (attention.c, gdn.c) get them at AVX2 too; 8 lanes in a fixed
+ * order, so every build gives the same bits. */
+#define KZ_AINL static inline __attribute__((always_inline))
+/* sum a[i] b[i]: 8 partial sums (vectorises without -ffast-math) */
+KZ_AINL float kz_dot8(const float *a, const float *b, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+/* y = a x */
+KZ_AINL void kz_scale_to(float *restrict y, const float *restrict x, float a, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) y[i + l] = a * x[i + l];
+    for (; i < n; i++) y[i] = a * x[i];
+}
+/* s[j] = e^(s[j] - m) for j < n, returns their sum (8 partial sums in double, fixed order) */
+KZ_AINL double kz_exp_sum(float *s, float m, int n) {
+    double acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        float e[8];
+        for (int l = 0; l < 8; l++) e[l] = kz_exp(s[j + l] - m);
+        for (int l = 0; l < 8; l++) { s[j + l] = e[l]; acc[l] += e[l]; }
+    }
+    double sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; j < n; j++) { s[j] = kz_exp(s[j] - m); sum += s[j]; }
+    return sum;
+}
+
 #endif
