@@ -5,9 +5,13 @@ For every model: `kazeia bench --json` (ours), then the same measurement with ll
 separate Python process (so its peak RSS is its own): p random prompt tokens in one eval
 (n_batch 512, logits of the last token only), then n single-token evals fed back greedily,
 one warm-up run and R measured runs from an empty cache, medians. Decode is measured right after
-the prompt (depth p) in both engines. The machine's read bandwidth is measured once by
-`kazeia bench --membw` with the same thread count, and both engines' decode bandwidth is given
-as a share of it (weight bytes per token as kazeia counts them; same file, same bytes).
+the prompt (depth p) in both engines. Roofline: this host's read bandwidth drifts by tens of
+percent within seconds, so each engine's decode is compared with read-bandwidth samples taken
+between its own decode tokens (every --membw-every tokens, outside the timed decode) by the
+same sampler (src/membw.c: kazeia bench itself, the llama.cpp worker through ctypes on
+libkazeia.so), with the same thread count; a run's share is its decode GB/s over the median of
+its samples (weight bytes per token as kazeia counts them; same file, same bytes). The
+standalone `kazeia bench --membw` at the start and end is printed for reference.
 
 Models: presets generated with random weights by kz-mkmodel (cached in build/bench-models/), or
 paths to existing .gguf files. Entry syntax: NAME[:P:N] to override -p/-n for that model.
@@ -51,7 +55,28 @@ def lcpp_worker(a):
         ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
         return int(np.ctypeslib.as_array(ptr, shape=(n_vocab,)).argmax())
 
-    pp, tg = [], []
+    # the read-bandwidth sampler of kazeia bench (src/membw.c), from libkazeia.so
+    import ctypes
+    kz = ctypes.CDLL(str(Path(a.build).resolve() / "libkazeia.so"))
+    kz.kz_membw_open.restype = ctypes.c_void_p
+    kz.kz_membw_open.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    kz.kz_membw_pass.restype = ctypes.c_double
+    kz.kz_membw_pass.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    kz.kz_membw_close.argtypes = [ctypes.c_void_p]
+    err = ctypes.create_string_buffer(256)
+    bws = None
+    if a.membw_every > 0 and a.n > 0 and a.wbytes > 0:
+        bws = kz.kz_membw_open(a.t, a.membw_sample_mib, err, 256)
+        if not bws:
+            raise SystemExit(f"bandwidth sampler: {err.value.decode()}")
+
+    def sample():
+        g = kz.kz_membw_pass(bws, err, 256)
+        if g <= 0:
+            raise SystemExit(f"bandwidth sampler: {err.value.decode()}")
+        return g
+
+    pp, tg, eff, samples = [], [], [], []
     for r in range(-a.warmup, a.r):
         llm.reset()
         llm._ctx.kv_cache_clear()  # fresh KV + recurrent state every run
@@ -61,16 +86,34 @@ def lcpp_worker(a):
             llm.eval(prompt)
             tok = last_argmax()
         t1 = time.perf_counter()
-        for _ in range(a.n):
+        dec_s, run_samples, seg_n = 0.0, [], 0
+        if bws:
+            run_samples.append(sample())
+        seg_t0 = time.perf_counter()
+        for i in range(a.n):
             llm.eval([tok])
             tok = last_argmax()
+            seg_n += 1
+            if bws and (seg_n == a.membw_every or i == a.n - 1):
+                dec_s += time.perf_counter() - seg_t0
+                run_samples.append(sample())
+                seg_n = 0
+                seg_t0 = time.perf_counter()
         t2 = time.perf_counter()
+        if not bws:
+            dec_s = t2 - t1
         if r >= 0:
             if a.p:
                 pp.append(a.p / (t1 - t0))
             if a.n:
-                tg.append(a.n / (t2 - t1))
+                tg.append(a.n / dec_s)
+            if run_samples:
+                import statistics
+                samples += run_samples
+                eff.append(100 * a.wbytes * a.n / dec_s / 1e9 / statistics.median(run_samples))
     llm.close()
+    if bws:
+        kz.kz_membw_close(bws)
     out = {"version": getattr(llama_cpp, "__version__", "?"), "load_s": load_s, "n_vocab": n_vocab,
            "flash_attn": a.flash_attn,
            "system_info": llama_cpp.llama_print_system_info().decode().strip(),
@@ -79,6 +122,9 @@ def lcpp_worker(a):
         out["prefill_tok_s"] = stats(pp)
     if tg:
         out["decode_tok_s"] = stats(tg)
+    if eff:
+        out["decode_bw_pct_interleaved"] = stats(eff)
+        out["membw_interleaved_gbs"] = stats(samples)
     print(json.dumps(out))
 
 
@@ -140,9 +186,11 @@ def membw(a):
     return kazeia(a, "--membw", "-t", a.t, "--json")["membw_gbs"]
 
 
-def run_llamacpp(a, path, p, n):
+def run_llamacpp(a, path, p, n, wbytes):
     cmd = [sys.executable, __file__, "--lcpp-worker", "--model", str(path), "-p", str(p), "-n", str(n),
-           "-t", str(a.t), "-r", str(a.r), "--warmup", str(a.warmup), "--kv", a.kv, "--seed", str(a.seed)]
+           "-t", str(a.t), "-r", str(a.r), "--warmup", str(a.warmup), "--kv", a.kv, "--seed", str(a.seed),
+           "--build", str(a.build), "--wbytes", str(wbytes), "--membw-every", str(a.membw_every),
+           "--membw-sample-mib", str(a.membw_sample_mib)]
     if a.flash_attn:
         cmd.append("--flash-attn")
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -159,6 +207,14 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor() or "?"
+
+
+def bw_pct(e):
+    """an engine's decode as % of the read bandwidth: against the samples between its tokens
+    (median over runs) where there are some, else against the single measurement"""
+    if "decode_bw_pct_interleaved" in e:
+        return e["decode_bw_pct_interleaved"]["median"]
+    return e.get("decode_bw_pct")
 
 
 def fmt(x, w=9):
@@ -186,7 +242,12 @@ def main():
                     help="kazeia twice per model, default (repacked) layout before llama.cpp and the mmap "
                          "layout (--no-repack) after it, both against the same llama.cpp run "
                          "(table rows 'model' and 'model mmap')")
-    ap.add_argument("--membw-gbs", type=float, default=0, help="use this read bandwidth instead of measuring it")
+    ap.add_argument("--membw-gbs", type=float, default=0,
+                    help="use this read bandwidth instead of measuring it (no samples between tokens)")
+    ap.add_argument("--membw-every", type=int, default=16,
+                    help="read-bandwidth sample every K decode tokens, both engines (default 16; 0 = off)")
+    ap.add_argument("--membw-sample-mib", type=int, default=256, help="buffer of those samples (default 256 MiB)")
+    ap.add_argument("--wbytes", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--engines", default="kazeia,llama.cpp", help="which engines to run (default both)")
     ap.add_argument("--build", default=os.environ.get("KZ_BUILD", "build"), help="kazeia build dir")
     ap.add_argument("--models-dir", default=str(REPO / "build" / "bench-models"))
@@ -216,6 +277,10 @@ def main():
         log(f"measuring memory read bandwidth ({a.t} threads) ...")
         bw_runs.append(membw(a))
         bw = bw_runs[0]
+    # kazeia samples the bandwidth between its decode tokens (and measures it once more at its end,
+    # a small buffer: only printed); a given --membw-gbs replaces all of that
+    bw_args = (["--membw-gbs", bw] if a.membw_gbs > 0 else
+               ["--membw-every", a.membw_every, "--membw-sample-mib", a.membw_sample_mib, "--membw-mib", 256])
     res = {"machine": {"cpu": cpu_name(), "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(),
                        "platform": platform.platform()},
            "threads": a.t, "runs": a.r, "warmup": a.warmup, "kv": a.kv, "membw_gbs": bw, "results": []}
@@ -227,7 +292,7 @@ def main():
         # our bytes/token also serve llama.cpp's bandwidth figure, so always ask kazeia for them
         ours = kazeia(a, "-m", path, "-p", p, "-n", n, "-t", a.t, "-r", a.r if "kazeia" in engines else 1,
                       "--warmup", a.warmup if "kazeia" in engines else 0, "--kv", a.kv, "--seed", a.seed,
-                      "--membw-gbs", bw, "--json", *(["--no-repack"] if a.no_repack else []))
+                      *bw_args, "--json", *(["--no-repack"] if a.no_repack else []))
         log(f"  {time.time() - t0:.0f} s")
         row["weight_bytes_per_token"] = ours["weight_bytes_per_token"]
         if "kazeia" in engines:
@@ -235,7 +300,7 @@ def main():
         if "llama.cpp" in engines:
             log(f"{name}: llama.cpp ...")
             t0 = time.time()
-            lc = run_llamacpp(a, path, p, n)
+            lc = run_llamacpp(a, path, p, n, ours["weight_bytes_per_token"] if a.membw_gbs <= 0 else 0)
             log(f"  {time.time() - t0:.0f} s")
             if "decode_tok_s" in lc:
                 lc["decode_gbs"] = ours["weight_bytes_per_token"] * lc["decode_tok_s"]["median"] / 1e9
@@ -245,7 +310,7 @@ def main():
             log(f"{name}: kazeia --no-repack ...")
             t0 = time.time()
             row["kazeia-mmap"] = kazeia(a, "-m", path, "-p", p, "-n", n, "-t", a.t, "-r", a.r, "--warmup", a.warmup,
-                                        "--kv", a.kv, "--seed", a.seed, "--membw-gbs", bw, "--json", "--no-repack")
+                                        "--kv", a.kv, "--seed", a.seed, *bw_args, "--json", "--no-repack")
             log(f"  {time.time() - t0:.0f} s")
         for k in ("prefill_tok_s", "decode_tok_s"):
             for eng, suffix in (("kazeia", ""), ("kazeia-mmap", "_mmap")):
@@ -263,6 +328,12 @@ def main():
     # table
     print(f"\n{res['machine']['cpu']}, {a.t} threads, KV {a.kv}, median of {a.r} runs (+{a.warmup} warm-up); "
           f"read bandwidth {bw:.1f} GB/s" + (f" (start/end {bw_runs[0]:.1f}/{bw_runs[-1]:.1f})" if len(bw_runs) > 1 else ""))
+    if a.membw_gbs <= 0 and a.membw_every > 0:
+        print(f"%bw: decode GB/s over the median of read-bandwidth samples taken every {a.membw_every} decode tokens "
+              f"of the same run (median over runs); sample medians: " +
+              ", ".join(f"{r['model']} {e} {r[e]['membw_interleaved_gbs']['median']:.1f}"
+                        for r in res["results"] for e in ("kazeia", "llama.cpp", "kazeia-mmap")
+                        if "membw_interleaved_gbs" in r.get(e, {})) + " GB/s")
     lc_ver = next((r["llama.cpp"]["version"] for r in res["results"] if "llama.cpp" in r), None)
     if lc_ver:
         print(f"llama-cpp-python {lc_ver}")
@@ -280,8 +351,8 @@ def main():
                 if o is None and lc is None:
                     continue
                 ratio = r.get("ratio_" + k.split("_")[0] + suffix)
-                bo = r.get(eng, {}).get("decode_bw_pct") if k == "decode_tok_s" else None
-                bl = r.get("llama.cpp", {}).get("decode_bw_pct") if k == "decode_tok_s" else None
+                bo = bw_pct(r.get(eng, {})) if k == "decode_tok_s" else None
+                bl = bw_pct(r.get("llama.cpp", {})) if k == "decode_tok_s" else None
                 label = r["model"] + (" mmap" if suffix else "")
                 print(f"| {label:<{w}} | {test:>6} | {fmt(o, 10)} | {fmt(lc, 13)} | {fmt(ratio, 10)} | "
                       f"{fmt(bo, 8)} | {fmt(bl, 9)} |")

@@ -12,22 +12,25 @@
  * conv, gates; MTP blocks excluded, decode does not run them), the output norm, the LM head
  * and one token-embedding row. The KV cache / recurrent state reads are not counted.
  *
- * Read bandwidth (--membw): T threads (a pool like the engine's) sum disjoint slices of a buffer
- * much larger than the LLC with wide integer vector loads; the sum is checked against the
- * value the fill implies, so the compiler cannot drop a load. Median GB/s of several passes. */
+ * Read bandwidth (--membw, src/membw.c): T threads (a pool like the engine's) sum disjoint slices
+ * of a buffer much larger than the LLC with wide integer vector loads (AVX2 where present); the
+ * sum is checked against the value the fill implies, so the compiler cannot drop a load.
+ * Median GB/s of several passes. Decode is also compared with samples of it taken between its
+ * tokens (--membw-every): see the runs below. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include "cli.h"
 #include "args.h"
 #include "api.h"
+#include "attention.h"
 #include "model.h"
+#include "membw.h"
 #include "threadpool.h"
 
 static void bench_usage(FILE *f) {
@@ -46,12 +49,15 @@ static void bench_usage(FILE *f) {
             "  --no-membw       skip the bandwidth measurement (no %% of bandwidth reported)\n"
             "  --membw-mib M    bandwidth buffer size in MiB (default 1024)\n"
             "  --membw-passes K measured passes over the buffer (default 5, after 1 warm-up)\n"
+            "  --membw-every K  also sample the read bandwidth every K decode tokens (default 16; 0 = off),\n"
+            "                   outside the timed decode, and report the decode against those samples\n"
+            "  --membw-sample-mib M  buffer of those samples in MiB (default 256)\n"
             "  --json           print one JSON object on stdout instead of the table\n"
             "  --profile        per-part time breakdown of the measured prefills and decode steps (table output)\n"
             "  --no-repack      keep Q4_0 weights zero-copy (mmap): no 16-row repack at load (the default\n"
             "                   repacks where an AVX-512 VNNI kernel exists; --repack says so explicitly)\n"
-            "Decode is measured right after the prefill (depth p). Peak RSS is taken before the\n"
-            "bandwidth buffer is allocated.\n");
+            "Decode is measured right after the prefill (depth p). Peak RSS excludes the bandwidth\n"
+            "buffers.\n");
 }
 
 static double now_s(void) {
@@ -109,89 +115,24 @@ static void prof_add(kz_profile *sum, const kz_profile *p) {
 
 /* ---------------- memory read bandwidth ---------------- */
 
-/* GNU vector extension: 32-byte lanes compile to the widest loads the target flags allow
- * (2x SSE2 on baseline x86-64, AVX2 / NEON where enabled) without per-ISA code. */
-typedef uint64_t bw_vec __attribute__((vector_size(32)));
-
-typedef struct {
-    uint64_t *buf;
-    size_t n64;        /* uint64 elements, multiple of 16 * nth */
-    int fill;          /* 1: write the pattern, 0: read + sum */
-    uint64_t sums[512];
-} bw_task;
-
-static void bw_worker(void *arg, int ith, int nth) {
-    bw_task *t = arg;
-    long lo, hi;
-    kz_split((long)(t->n64 / 16), ith, nth, &lo, &hi); /* in units of 16 uint64 = 4 vectors */
-    uint64_t *p = t->buf + (size_t)lo * 16;
-    size_t cnt = (size_t)(hi - lo) * 16;
-    if (t->fill) {
-        size_t base = (size_t)lo * 16;
-        for (size_t i = 0; i < cnt; i++) p[i] = (uint64_t)(base + i) * 0x9E3779B97F4A7C15ull;
-        return;
-    }
-    bw_vec a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0; /* 4 chains: loads stay in flight */
-    const bw_vec *v = (const bw_vec *)(void *)p;
-    for (size_t i = 0; i < cnt / 4; i += 4) {
-        a0 += v[i];
-        a1 += v[i + 1];
-        a2 += v[i + 2];
-        a3 += v[i + 3];
-    }
-    bw_vec a = a0 + a1 + a2 + a3;
-    t->sums[ith] = a[0] + a[1] + a[2] + a[3];
-}
-
-/* Median GB/s (1e9 bytes/s) of `passes` timed passes after one warm-up; -1 on failure. */
+/* Median GB/s of `passes` timed passes after one warm-up; -1 on failure. */
 static double measure_membw(int n_threads, size_t mib, int passes, double *best, char *err, size_t errlen) {
-    if (n_threads > 512) n_threads = 512;
-    size_t bytes = mib << 20;
-    size_t unit = (size_t)16 * 8 * (size_t)n_threads;
-    bytes -= bytes % unit;
-    if (bytes == 0) { snprintf(err, errlen, "bandwidth buffer of %zu MiB is too small", mib); return -1; }
-    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-        snprintf(err, errlen, "cannot allocate the %zu MiB bandwidth buffer: %s (lower --membw-mib)", mib,
-                 strerror(errno));
-        return -1;
-    }
-#ifdef MADV_HUGEPAGE
-    /* huge pages where offered: the roofline is the best the memory does, not a TLB-bound read
-     * (the engine's repacked weights are on huge pages too) */
-    madvise(mem, bytes, MADV_HUGEPAGE);
-#endif
-    kz_pool *pool = kz_pool_new(n_threads);
-    bw_task *t = calloc(1, sizeof *t);
+    kz_membw *b = kz_membw_open(n_threads, mib, err, errlen);
+    if (!b) return -1;
     double *gbs = malloc((size_t)passes * sizeof *gbs);
     double res = -1;
-    if (!pool || !t || !gbs) { snprintf(err, errlen, "out of memory setting up the bandwidth test"); goto out; }
-    t->buf = mem;
-    t->n64 = bytes / 8;
-    t->fill = 1; /* every thread first-touches its own slice, as the reads will */
-    kz_pool_run(pool, bw_worker, t);
-    t->fill = 0;
-    /* sum_i i*K = K * n(n-1)/2 (mod 2^64) */
-    uint64_t n = t->n64, tri = (n % 2 == 0) ? (n / 2) * (n - 1) : n * ((n - 1) / 2);
-    uint64_t expect = tri * 0x9E3779B97F4A7C15ull;
+    if (!gbs) { snprintf(err, errlen, "out of memory setting up the bandwidth test"); goto out; }
     for (int pass = -1; pass < passes; pass++) {
-        memset(t->sums, 0, sizeof t->sums);
-        double t0 = now_s();
-        kz_pool_run(pool, bw_worker, t);
-        double dt = now_s() - t0;
-        uint64_t s = 0;
-        for (int i = 0; i < n_threads; i++) s += t->sums[i];
-        if (s != expect) { snprintf(err, errlen, "bandwidth test read back a wrong checksum (memory error?)"); goto out; }
-        if (pass >= 0) gbs[pass] = (double)bytes / (dt > 0 ? dt : 1e-9) / 1e9;
+        double g = kz_membw_pass(b, err, errlen);
+        if (g < 0) goto out;
+        if (pass >= 0) gbs[pass] = g;
     }
     bstats st = stats_of(gbs, passes);
     res = st.median;
     if (best) *best = st.max;
 out:
     free(gbs);
-    free(t);
-    kz_pool_free(pool);
-    munmap(mem, bytes);
+    kz_membw_close(b);
     return res;
 }
 
@@ -277,7 +218,7 @@ static const char *kv_name(kz_kv_type k) { return k == KZ_KV_F32 ? "f32" : k == 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *kvs = "f16", *decs = "greedy";
     long p = 512, n = 128, threads = 0, runs = 5, warmup = 1, n_batch = 512, seed = 1;
-    long membw_mib = 1024, membw_passes = 5;
+    long membw_mib = 1024, membw_passes = 5, membw_every = 16, membw_inter_mib = 256;
     double membw_given = 0;
     int json = 0, membw_only = 0, no_membw = 0, profile = 0, repack = -1;
     for (int i = 1; i < argc; i++) {
@@ -305,6 +246,8 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--membw-gbs")) bad = parse_pos_double(v, a, &membw_given);
         else if (!strcmp(a, "--membw-mib")) bad = kz_arg_long("kazeia bench", a, v, 1, 1L << 20, &membw_mib);
         else if (!strcmp(a, "--membw-passes")) bad = kz_arg_long("kazeia bench", a, v, 1, 1000, &membw_passes);
+        else if (!strcmp(a, "--membw-every")) bad = kz_arg_long("kazeia bench", a, v, 0, 1 << 24, &membw_every);
+        else if (!strcmp(a, "--membw-sample-mib")) bad = kz_arg_long("kazeia bench", a, v, 1, 1L << 20, &membw_inter_mib);
         else { fprintf(stderr, "kazeia bench: unknown option '%s'\n", a); bench_usage(stderr); return 2; }
         if (bad) return 2;
     }
@@ -358,11 +301,30 @@ int cmd_bench(int argc, char **argv) {
     int32_t *toks = malloc((size_t)(p > 0 ? p : 1) * sizeof *toks);
     float *logits = malloc((size_t)nv * sizeof *logits);
     double *pp = calloc((size_t)runs, sizeof *pp), *tg = calloc((size_t)runs, sizeof *tg);
+    double *eff = NULL, *isamp = NULL; /* per-run decode efficiency (%), interleaved bw samples */
+    long n_isamp = 0, cap_isamp = 0;
+    kz_membw *bws = NULL;
     int rc = 0;
     if (!toks || !logits || !pp || !tg) { fprintf(stderr, "kazeia bench: out of memory\n"); rc = 1; goto done; }
     uint64_t rs = (uint64_t)seed;
     for (long i = 0; i < p; i++) toks[i] = (int32_t)(rng_next(&rs) % (uint64_t)nv);
 
+    /* Bandwidth samples between decode tokens: this host's read bandwidth can drift by tens of
+     * percent within seconds (other tenants), so a decode run is compared with the bandwidth the
+     * machine offered while it ran: a pass over a separate buffer before the first token and
+     * after every `every` tokens, outside the timed decode. A run's efficiency is its decode
+     * GB/s over the median of its samples (the median: a pass that waited for the host now and
+     * then does not move it). */
+    uint64_t rss_before_bws = 0;
+    const wbytes_t wb0 = weight_bytes(m);
+    if (n > 0 && membw_every > 0 && membw_given <= 0 && !no_membw) {
+        struct rusage ru0;
+        getrusage(RUSAGE_SELF, &ru0);
+        rss_before_bws = (uint64_t)ru0.ru_maxrss * 1024u;
+        bws = kz_membw_open((int)threads, (size_t)membw_inter_mib, err, sizeof err);
+        if (!bws) { fprintf(stderr, "kazeia bench: %s\n", err); rc = 1; goto done; }
+    }
+    if (!(eff = calloc((size_t)runs, sizeof *eff))) { fprintf(stderr, "kazeia bench: out of memory\n"); rc = 1; goto done; }
     kz_profile prof_sum, dec_sum; /* prefill / decode breakdowns summed over the measured runs */
     memset(&prof_sum, 0, sizeof prof_sum);
     memset(&dec_sum, 0, sizeof dec_sum);
@@ -383,27 +345,79 @@ int cmd_bench(int argc, char **argv) {
             /* decode steps get their own breakdown (a few clock reads per layer: ~0.01 % of a step) */
             if (n > 0) kz_seq_profile_enable(kz_context_seq(c), 1);
         }
+        double dec_s = 0, prev_bw = 0, seg_t0 = t1;
+        long seg_n = 0, run_s0 = n_isamp; /* this run's samples start at isamp[run_s0] */
+        if (bws) {
+            if ((prev_bw = kz_membw_pass(bws, err, sizeof err)) < 0) { fprintf(stderr, "kazeia bench: %s\n", err); rc = 2; break; }
+            seg_t0 = now_s();
+        }
         for (long i = 0; i < n; i++) {
             if (kz_eval(c, &tok, 1, logits, 0)) { rc = 1; break; }
             tok = greedy ? argmax(logits, nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
+            if (bws && (++seg_n == membw_every || i == n - 1)) {
+                const double seg = now_s() - seg_t0;
+                const double g = kz_membw_pass(bws, err, sizeof err);
+                if (g < 0) { fprintf(stderr, "kazeia bench: %s\n", err); rc = 2; break; }
+                dec_s += seg;
+                if (r >= 0) {
+                    if (n_isamp + 2 > cap_isamp) {
+                        cap_isamp = cap_isamp ? 2 * cap_isamp : 64;
+                        double *ns = realloc(isamp, (size_t)cap_isamp * sizeof *ns);
+                        if (!ns) { fprintf(stderr, "kazeia bench: out of memory\n"); rc = 2; break; }
+                        isamp = ns;
+                    }
+                    if (n_isamp == run_s0) isamp[n_isamp++] = prev_bw;
+                    isamp[n_isamp++] = g;
+                }
+                prev_bw = g;
+                seg_n = 0;
+                seg_t0 = now_s();
+            }
         }
+        if (rc == 2) break;
         double t2 = now_s();
+        if (!bws) dec_s = t2 - t1;
         if (profile && n > 0) {
             if (r >= 0) prof_add(&dec_sum, kz_seq_profile(kz_context_seq(c)));
             kz_seq_profile_enable(kz_context_seq(c), 0);
         }
         if (r >= 0) {
             pp[r] = p > 0 ? (double)p / (t1 - t0 > 0 ? t1 - t0 : 1e-9) : 0;
-            tg[r] = n > 0 ? (double)n / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0;
+            tg[r] = n > 0 ? (double)n / (dec_s > 0 ? dec_s : 1e-9) : 0;
+            if (bws && n > 0 && dec_s > 0) {
+                const bstats rb = stats_of(isamp + run_s0, (int)(n_isamp - run_s0));
+                eff[r] = rb.median > 0 ? 100.0 * (double)wb0.total * (double)n / dec_s / (rb.median * 1e9) : 0;
+            }
         }
     }
+    if (rc == 2) { rc = 1; goto done; } /* the sampler's error is printed */
     if (rc) { fprintf(stderr, "kazeia bench: %s\n", kz_context_error(c)); goto done; }
 
     {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         uint64_t rss = (uint64_t)ru.ru_maxrss * 1024u; /* Linux: KiB */
+        if (bws) {
+            /* the sampling buffer stayed resident from its allocation on: the peak without it is
+             * the larger of the peak before it and the peak since, less its size */
+            const uint64_t since = rss > kz_membw_bytes(bws) ? rss - kz_membw_bytes(bws) : 0;
+            rss = since > rss_before_bws ? since : rss_before_bws;
+            kz_membw_close(bws);
+            bws = NULL;
+        }
+        const bstats se = stats_of(eff, (int)runs), si = stats_of(isamp, (int)n_isamp);
+        const int have_eff = n > 0 && n_isamp > 0;
         wbytes_t wb = weight_bytes(m);
+        /* Other memory a decode step moves, not in the roofline's weight bytes: the GDN conv and
+         * recurrent state, read and written once per token, and the KV rows attention reads, at
+         * the mean decode depth p + (n-1)/2 (the row a step writes is not counted). */
+        const kz_hparams *hp = &m->hp;
+        const double st_bytes = 2.0 * 4.0 * (double)hp->n_gdn_layers *
+                                ((double)hp->ssm_n_v_heads * hp->ssm_head_v_dim * hp->ssm_d_state +
+                                 (double)hp->ssm_conv_dim * (hp->ssm_d_conv > 0 ? hp->ssm_d_conv - 1 : 0));
+        const double kv_bytes = 2.0 * hp->n_attn_layers * (double)hp->n_head_kv *
+                                (double)kz_kv_type_row_bytes((int)kv, hp->head_dim) * ((double)p + 0.5 * (double)(n - 1) + 1.0);
+        const double all_bytes = (double)wb.total + st_bytes + kv_bytes;
         char desc[1024];
         kz_model_describe(m, desc, sizeof desc);
         char arch[32]; /* copied: the model is freed before printing */
@@ -448,6 +462,14 @@ int cmd_bench(int argc, char **argv) {
             if (n > 0) fprintf(f, "  \"decode_gbs\": %.6g,\n", dec_bw);
             if (bw > 0) fprintf(f, "  \"membw_gbs\": %.6g,\n  \"membw_measured\": %s,\n", bw, bw_measured ? "true" : "false");
             if (pct >= 0) fprintf(f, "  \"decode_bw_pct\": %.4g,\n", pct);
+            if (n > 0)
+                fprintf(f, "  \"state_bytes_per_token\": %.0f,\n  \"kv_read_bytes_per_token\": %.0f,\n", st_bytes, kv_bytes);
+            if (have_eff) {
+                fprintf(f, "  \"decode_all_traffic_pct_interleaved\": %.4g,\n", se.median * all_bytes / (double)wb.total);
+                json_stats(f, "decode_bw_pct_interleaved", &se, eff, (int)runs);
+                json_stats(f, "membw_interleaved_gbs", &si, isamp, (int)n_isamp);
+                fprintf(f, "  \"membw_every\": %ld,\n", membw_every);
+            }
             fprintf(f, "  \"peak_rss_bytes\": %llu\n}\n", (unsigned long long)rss);
         } else {
             const char *base = strrchr(model, '/');
@@ -479,6 +501,14 @@ int cmd_bench(int argc, char **argv) {
             if (n > 0 && pct >= 0)
                 printf(" = %.1f%% of %s read bandwidth %.2f GB/s", pct, bw_measured ? "measured" : "given", bw);
             if (n > 0) printf("\n");
+            if (have_eff) {
+                printf("decode vs the read bandwidth sampled every %ld tokens (%ld samples, %.2f GB/s median, %.2f .. "
+                       "%.2f): %.1f%% median over runs (%.1f .. %.1f; each run against its own samples' median)\n",
+                       membw_every, n_isamp, si.median, si.min, si.max, se.median, se.min, se.max);
+                printf("  with the recurrent state (%.1f MiB read + written) and KV reads (%.1f MiB at the mean depth) "
+                       "also counted: %.1f%%\n", st_bytes / 1048576.0, kv_bytes / 1048576.0,
+                       se.median * all_bytes / (double)wb.total);
+            }
             printf("peak RSS: %.1f MiB\n", rss / 1048576.0);
             if (repack)
                 printf("weights repacked at load: %.1f MiB of Q4_0 in the 16-row layout%s (load %.2f s)\n",
@@ -494,6 +524,9 @@ int cmd_bench(int argc, char **argv) {
         }
     }
 done:
+    kz_membw_close(bws);
+    free(eff);
+    free(isamp);
     free(toks);
     free(logits);
     free(pp);

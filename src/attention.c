@@ -121,9 +121,83 @@ KZ_AINL float row_max(const float *s, float m, int n) {
 
 
 
+/* V rows converted to f32 per block of the decode partial (16 x 256 floats stay in L1) */
+#define KZ_ATTN_VB 16
+
 size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos) {
     const size_t n_rep = (size_t)(kv->n_head / kv->n_head_kv);
-    return n_rep * (size_t)n_pos + (size_t)kv->head_dim;
+    return n_rep * (size_t)n_pos + (size_t)KZ_ATTN_VB * (size_t)kv->head_dim;
+}
+
+/* 8 floats as one value (GNU vector extension): one ymm in the AVX2 build, two xmm / q registers
+ * in the baseline SSE2 / NEON build, element-wise IEEE ops either way (no contraction in ISO C
+ * mode), so both builds give the same bits. Locals of this type stay in registers, where
+ * arrays of floats were kept on the stack by the vectoriser. */
+typedef float v8f __attribute__((vector_size(32)));
+/* GCC notes that a 32-byte vector changes the baseline (SSE2) ABI; these helpers are always
+ * inlined, so no such value crosses a call */
+#pragma GCC diagnostic ignored "-Wpsabi"
+KZ_AINL v8f ld8(const float *p) {
+    v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+KZ_AINL void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+/* kz_dot8's reduction of its 8 partial sums */
+KZ_AINL float hsum8(v8f a) { return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7])); }
+
+/* out[r * ldo] = kz_dot8(q + r * ldq, k, n) * scale for r < 4: the four query heads of a group
+ * share one pass over the key row, each sum in kz_dot8's order (same bits) */
+KZ_AINL void dot8x4(const float *q, size_t ldq, const float *k, int n, float scale, float *out, size_t ldo) {
+    const float *qq[4] = {q, q + ldq, q + 2 * ldq, q + 3 * ldq};
+    v8f a0 = {0}, a1 = a0, a2 = a0, a3 = a0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const v8f kv = ld8(k + i);
+        a0 += ld8(qq[0] + i) * kv;
+        a1 += ld8(qq[1] + i) * kv;
+        a2 += ld8(qq[2] + i) * kv;
+        a3 += ld8(qq[3] + i) * kv;
+    }
+    const v8f a[4] = {a0, a1, a2, a3};
+    for (int r = 0; r < 4; r++) {
+        float s = hsum8(a[r]);
+        for (int j = i; j < n; j++) s += qq[r][j] * k[j];
+        out[(size_t)r * ldo] = s * scale;
+    }
+}
+
+/* acc_r[c] += sum_j w_r[j] v_j[c] for 4 heads r, j = 0..nb-1 in order (per element the same
+ * chain of y + a*x as axpy row by row): 16 columns of the 4 heads stay in registers while the
+ * block's rows stream by, instead of a load + store of acc per head and row */
+KZ_AINL void axpy_block4(float *acc, int hd, const float *w, size_t ldw, const float *const *v, int nb) {
+    int c = 0;
+    for (; c + 16 <= hd; c += 16) {
+        float *y0 = acc + c, *y1 = y0 + hd, *y2 = y1 + hd, *y3 = y2 + hd;
+        v8f x0 = ld8(y0), x1 = ld8(y1), x2 = ld8(y2), x3 = ld8(y3);
+        v8f z0 = ld8(y0 + 8), z1 = ld8(y1 + 8), z2 = ld8(y2 + 8), z3 = ld8(y3 + 8);
+        for (int j = 0; j < nb; j++) {
+            const v8f va = ld8(v[j] + c), vb = ld8(v[j] + c + 8);
+            /* scalar * vector: the scalar is broadcast (each lane w * v, as axpy) */
+            const float w0 = w[j], w1 = w[ldw + j], w2 = w[2 * ldw + j], w3 = w[3 * ldw + j];
+            x0 += w0 * va;
+            z0 += w0 * vb;
+            x1 += w1 * va;
+            z1 += w1 * vb;
+            x2 += w2 * va;
+            z2 += w2 * vb;
+            x3 += w3 * va;
+            z3 += w3 * vb;
+        }
+        st8(y0, x0), st8(y1, x1), st8(y2, x2), st8(y3, x3);
+        st8(y0 + 8, z0), st8(y1 + 8, z1), st8(y2 + 8, z2), st8(y3 + 8, z3);
+    }
+    for (; c < hd; c++)
+        for (int r = 0; r < 4; r++) {
+            float x = acc[(size_t)r * hd + c];
+            for (int j = 0; j < nb; j++) x += w[(size_t)r * ldw + j] * v[j][c];
+            acc[(size_t)r * hd + c] = x;
+        }
 }
 
 KZ_AINL void attn_partial_body(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
@@ -134,10 +208,12 @@ KZ_AINL void attn_partial_body(const kz_kv_layer *kv, int g, int p0, int p1, con
         for (int r = 0; r < n_rep; r++) { ml[2 * r] = -INFINITY; ml[2 * r + 1] = 0.0f; }
         return;
     }
-    float *sc = scratch, *tmp = scratch + (size_t)n_rep * n; /* sc[r*n + t] */
+    float *sc = scratch, *tmp = scratch + (size_t)n_rep * n; /* sc[r*n + t]; tmp: KZ_ATTN_VB rows */
+    const int r4 = n_rep & ~3;
     for (int t = 0; t < n; t++) {
         const float *kr = row_f32(kv, 0, g, p0 + t, tmp);
-        for (int r = 0; r < n_rep; r++) sc[(size_t)r * n + t] = kz_dot8(q + (size_t)r * ldq, kr, hd) * scale;
+        for (int r = 0; r < r4; r += 4) dot8x4(q + (size_t)r * ldq, ldq, kr, hd, scale, sc + (size_t)r * n + t, (size_t)n);
+        for (int r = r4; r < n_rep; r++) sc[(size_t)r * n + t] = kz_dot8(q + (size_t)r * ldq, kr, hd) * scale;
     }
     for (int r = 0; r < n_rep; r++) {
         float *s = sc + (size_t)r * n;
@@ -146,9 +222,13 @@ KZ_AINL void attn_partial_body(const kz_kv_layer *kv, int g, int p0, int p1, con
         ml[2 * r] = mx;
         ml[2 * r + 1] = (float)sum;
     }
-    for (int t = 0; t < n; t++) {
-        const float *vr = row_f32(kv, 1, g, p0 + t, tmp);
-        for (int r = 0; r < n_rep; r++) axpy(acc + (size_t)r * hd, sc[(size_t)r * n + t], vr, hd);
+    for (int t0 = 0; t0 < n; t0 += KZ_ATTN_VB) {
+        const int nb = n - t0 < KZ_ATTN_VB ? n - t0 : KZ_ATTN_VB;
+        const float *vr[KZ_ATTN_VB];
+        for (int j = 0; j < nb; j++) vr[j] = row_f32(kv, 1, g, p0 + t0 + j, tmp + (size_t)j * hd);
+        for (int r = 0; r < r4; r += 4) axpy_block4(acc + (size_t)r * hd, hd, sc + (size_t)r * n + t0, (size_t)n, vr, nb);
+        for (int r = r4; r < n_rep; r++)
+            for (int j = 0; j < nb; j++) axpy(acc + (size_t)r * hd, sc[(size_t)r * n + t0 + j], vr[j], hd);
     }
 }
 

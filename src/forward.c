@@ -41,6 +41,7 @@ struct kz_seq {
     /* scratch for one chunk of n_batch tokens */
     float *x, *hn, *t1, *t2, *t3, *t4, *t5, *out, *rope, *attn_scr;
     float *attn_ml, *attn_acc;      /* attention partials: [max_items][2*n_rep], [max_items][n_rep*hd] */
+    atomic_int *attn_cnt;           /* [max_items] splits done per (token, kv head) */
     size_t attn_max_items;
     size_t cap1, cap2, cap3, cap4;  /* per-token capacity (floats) of t1..t4 */
     size_t ld1, ld2, ld3, ld4;      /* current row strides of t1..t4: set per layer kind, equal to
@@ -85,7 +86,7 @@ const kz_profile *kz_seq_profile(const kz_seq *s) { return s ? &s->prof : NULL; 
 
 const char *kz_prof_name(int part) {
     static const char *names[KZ_PROF_COUNT] = {"embed", "norm+residual", "attn matmuls", "attention",
-                                               "gdn matmuls", "gdn conv", "gdn core", "gdn norm",
+                                               "gdn matmuls", "gdn conv+qk", "gdn core+norm",
                                                "ffn matmuls", "ffn swiglu", "lm head"};
     return part >= 0 && part < KZ_PROF_COUNT ? names[part] : "?";
 }
@@ -197,7 +198,10 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     /* prefill: one item per (token, kv head); decode: position splits, < 2 x KZ_ATTN_MIN_ITEMS items.
      * A model without attention layers needs none of it (and must not pay n_ctx-sized scratch). */
     const int has_attn = hp->n_attn_layers > 0;
-    s->attn_scr_per_thread = has_attn ? n_rep * (size_t)n_ctx + hd : 0;
+    if (has_attn) {
+        const kz_kv_layer probe = {hp->n_head, hp->n_head_kv, hp->head_dim, n_ctx, (int)kv, NULL, NULL, NULL};
+        s->attn_scr_per_thread = kz_attn_scratch_floats(&probe, n_ctx);
+    }
     s->attn_max_items = has_attn ? maxz(B * (size_t)hp->n_head_kv, 2 * KZ_ATTN_MIN_ITEMS + (size_t)hp->n_head_kv) : 0;
     size_t n_scr = 0, tmp = 0;
     /* x, hn, out: B*E; t1..t4; t5: B*2*Hv; rope: B*n_rot; attention scratch per thread */
@@ -261,6 +265,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     if (tile_bytes && !(s->tile_scr = malloc(tile_bytes))) goto oom;
     s->mm_work = malloc(mmw ? mmw : 1);
     s->rope_use_pos = malloc((size_t)(hp->n_rot / 2 + 1));
+    if (s->attn_max_items && !(s->attn_cnt = malloc(s->attn_max_items * sizeof *s->attn_cnt))) goto oom;
     if (!s->scratch || !s->mm_work || !s->rope_use_pos) goto oom;
     float *p = s->scratch;
     s->x = p; p += B * E;
@@ -297,6 +302,7 @@ void kz_seq_free(kz_seq *s) {
     free(s->tile_scr);
     free(s->mm_work);
     free(s->rope_use_pos);
+    free(s->attn_cnt);
     free(s);
 }
 
@@ -424,18 +430,39 @@ typedef struct {
     const kz_kv_layer *kv;
     int n, p0, gated, n_split;
     size_t ldq;
+    kz_dyn next;     /* next work item */
+    atomic_int *cnt; /* splits done per (token, kv head) */
 } attn_task;
 
-/* item = (token t, kv head g, position split sp): partial softmax of the group's q heads */
+/* merge the splits of (token, kv head) it, then the sigmoid output gate (qwen35) */
+static void attn_merge_one(const attn_task *a, long it) {
+    const kz_hparams *hp = &a->s->m->hp;
+    const int hd = hp->head_dim, Hkv = hp->n_head_kv, n_rep = hp->n_head / Hkv;
+    const int qh = a->gated ? 2 * hd : hd, ns = a->n_split;
+    const int t = (int)(it / Hkv), g = (int)(it % Hkv);
+    float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)g * n_rep * hd;
+    kz_attn_merge(n_rep, hd, ns, a->s->attn_ml + (size_t)it * ns * 2 * n_rep,
+                  a->s->attn_acc + (size_t)it * ns * n_rep * hd, o, (size_t)hd);
+    if (a->gated)
+        for (int r = 0; r < n_rep; r++) {
+            const float *gate = a->s->t1 + (size_t)t * a->ldq + (size_t)(g * n_rep + r) * qh + hd;
+            kz_mul_sigmoid(o + (size_t)r * hd, gate, hd);
+        }
+}
+
+/* item = (token t, kv head g, position split sp): partial softmax of the group's q heads, taken
+ * from a shared counter; whoever completes the last split of a (token, kv head) merges it, so
+ * the merge needs no second dispatch */
 static void attn_fn(void *arg, int ith, int nth) {
-    const attn_task *a = arg;
+    (void)nth;
+    attn_task *a = arg;
     const kz_hparams *hp = &a->s->m->hp;
     const int hd = hp->head_dim, Hkv = hp->n_head_kv, n_rep = hp->n_head / Hkv;
     const int qh = a->gated ? 2 * hd : hd, ns = a->n_split;
     const float scale = 1.0f / sqrtf((float)hd);
     float *scr = a->s->attn_scr + (size_t)ith * a->s->attn_scr_per_thread;
-    /* strided items: cost grows with the token's position, striding balances the threads */
-    for (long it = ith; it < (long)a->n * Hkv * ns; it += nth) {
+    const long n_items = (long)a->n * Hkv * ns;
+    for (long it; (it = kz_dyn_take(&a->next, 1)) < n_items;) {
         const int t = (int)(it / ((long)Hkv * ns)), rem = (int)(it % ((long)Hkv * ns));
         const int g = rem / ns, sp = rem % ns;
         const int total = a->p0 + t + 1, len = (total + ns - 1) / ns;
@@ -443,41 +470,26 @@ static void attn_fn(void *arg, int ith, int nth) {
         const float *q = a->s->t1 + (size_t)t * a->ldq + (size_t)g * n_rep * qh;
         kz_attn_partial(a->kv, g, lo, hi, q, (size_t)qh, scale, a->s->attn_ml + (size_t)it * 2 * n_rep,
                         a->s->attn_acc + (size_t)it * n_rep * hd, scr);
-    }
-}
-
-/* merge the splits of each (token, kv head), then the sigmoid output gate (qwen35) */
-static void attn_merge_fn(void *arg, int ith, int nth) {
-    const attn_task *a = arg;
-    const kz_hparams *hp = &a->s->m->hp;
-    const int hd = hp->head_dim, Hkv = hp->n_head_kv, n_rep = hp->n_head / Hkv;
-    const int qh = a->gated ? 2 * hd : hd, ns = a->n_split;
-    long lo, hi;
-    kz_split((long)a->n * Hkv, ith, nth, &lo, &hi);
-    for (long it = lo; it < hi; it++) {
-        const int t = (int)(it / Hkv), g = (int)(it % Hkv);
-        float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)g * n_rep * hd;
-        kz_attn_merge(n_rep, hd, ns, a->s->attn_ml + (size_t)it * ns * 2 * n_rep,
-                      a->s->attn_acc + (size_t)it * ns * n_rep * hd, o, (size_t)hd);
-        if (a->gated)
-            for (int r = 0; r < n_rep; r++) {
-                const float *gate = a->s->t1 + (size_t)t * a->ldq + (size_t)(g * n_rep + r) * qh + hd;
-                float *oh = o + (size_t)r * hd;
-                kz_mul_sigmoid(oh, gate, hd);
-            }
+        /* acq_rel: the last one sees the other splits' partials */
+        if (ns == 1 || atomic_fetch_add_explicit(&a->cnt[it / ns], 1, memory_order_acq_rel) == ns - 1)
+            attn_merge_one(a, it / ns);
     }
 }
 
 /* prefill: item = (query block of KZ_ATTN_BQ tokens, kv head g), tiled attention + output gate;
  * strided items because later blocks see more positions */
 static void attn_tile_fn(void *arg, int ith, int nth) {
-    const attn_task *a = arg;
+    (void)nth;
+    attn_task *a = arg;
     const kz_hparams *hp = &a->s->m->hp;
     const int hd = hp->head_dim, Hkv = hp->n_head_kv, n_rep = hp->n_head / Hkv;
     const int qh = a->gated ? 2 * hd : hd, nblk = (a->n + KZ_ATTN_BQ - 1) / KZ_ATTN_BQ;
     const float scale = 1.0f / sqrtf((float)hd);
     float *scr = a->s->tile_scr + (size_t)ith * a->s->tile_scr_per_thread;
-    for (long it = ith; it < (long)nblk * Hkv; it += nth) {
+    const long n_items = (long)nblk * Hkv;
+    /* shared counter, last blocks (the most positions) first */
+    for (long k; (k = kz_dyn_take(&a->next, 1)) < n_items;) {
+        const long it = n_items - 1 - k;
         const int b = (int)(it / Hkv), g = (int)(it % Hkv), t0 = b * KZ_ATTN_BQ;
         const int nt = a->n - t0 < KZ_ATTN_BQ ? a->n - t0 : KZ_ATTN_BQ;
         const float *q = a->s->t1 + (size_t)t0 * a->ldq + (size_t)g * n_rep * qh;
@@ -499,37 +511,57 @@ typedef struct {
     const kz_layer *ly;
     float *conv_state, *ssm_state;
     int n;
+    kz_dyn next; /* next unit (gdn_in_fn: 4 conv heads; gdn_core_fn: one value head) */
 } gdn_task;
 
-static void gdn_conv_fn(void *arg, int ith, int nth) {
-    const gdn_task *a = arg;
+/* conv + SiLU, then the q/k head L2 norms, in one dispatch: threads take whole heads of the conv
+ * channels [q heads | k heads | v heads], so each normalises the q/k heads it just convolved
+ * (elementwise per head: the same bits as separate passes). Thread 0 also computes the gates. */
+static void gdn_in_fn(void *arg, int ith, int nth) {
+    gdn_task *a = arg;
     const kz_hparams *hp = &a->s->m->hp;
-    long lo, hi;
-    kz_split(hp->ssm_conv_dim, ith, nth, &lo, &hi);
-    kz_gdn_conv((int)lo, (int)hi, a->n, hp->ssm_d_conv, a->s->t1, a->s->ld1, a->s->t3, a->s->ld3, a->ly->conv1d,
-                a->conv_state);
-}
-
-static void gdn_prep_fn(void *arg, int ith, int nth) {
-    const gdn_task *a = arg;
-    const kz_hparams *hp = &a->s->m->hp;
-    const int Hv = hp->ssm_n_v_heads;
-    long lo, hi;
-    kz_split(a->n, ith, nth, &lo, &hi);
-    for (long t = lo; t < hi; t++) {
-        kz_gdn_qk_norm(a->s->t3 + (size_t)t * a->s->ld3, hp->ssm_n_k_heads, hp->ssm_d_state, hp->rms_eps);
-        float *b = a->s->t5 + (size_t)t * 2 * Hv, *al = b + Hv;
-        kz_gdn_gates(Hv, b, al, a->ly->dt_bias, a->ly->ssm_a, b, al); /* in place: b->beta, a->g */
+    const int Hv = hp->ssm_n_v_heads, hk = hp->ssm_n_k_heads, dk = hp->ssm_d_state, dv = hp->ssm_head_v_dim;
+    const long n_units = 2L * hk + Hv; /* q heads, k heads (dk channels each), v heads (dv) */
+    (void)nth;
+    for (long lo; (lo = kz_dyn_take(&a->next, 4)) < n_units;) {
+        const long hi = lo + 4 < n_units ? lo + 4 : n_units;
+        const long qk = 2L * hk;
+        const long c0 = lo <= qk ? lo * dk : qk * dk + (lo - qk) * dv;
+        const long c1 = hi <= qk ? hi * dk : qk * dk + (hi - qk) * dv;
+        kz_gdn_conv((int)c0, (int)c1, a->n, hp->ssm_d_conv, a->s->t1, a->s->ld1, a->s->t3, a->s->ld3, a->ly->conv1d,
+                    a->conv_state);
+        const float qs = 1.0f / sqrtf((float)dk);
+        for (int t = 0; t < a->n; t++) {
+            float *row = a->s->t3 + (size_t)t * a->s->ld3;
+            for (long u = lo; u < hi && u < qk; u++) {
+                float *h = row + (size_t)u * dk;
+                kz_l2norm(h, dk, hp->rms_eps);
+                if (u < hk) kz_scale(h, dk, qs); /* q heads */
+            }
+        }
     }
+    if (ith == 0)
+        for (int t = 0; t < a->n; t++) {
+            float *b = a->s->t5 + (size_t)t * 2 * Hv, *al = b + Hv;
+            kz_gdn_gates(Hv, b, al, a->ly->dt_bias, a->ly->ssm_a, b, al); /* in place: b->beta, a->g */
+        }
 }
 
+/* the delta rule for a range of value heads, then the gated RMSNorm of those heads' outputs;
+ * threads take one value head at a time from a shared counter */
+static void gdn_core_heads(const gdn_task *a, const kz_gdn_shape *shp, int ith, long lo, long hi);
 static void gdn_core_fn(void *arg, int ith, int nth) {
-    const gdn_task *a = arg;
+    (void)nth;
+    gdn_task *a = arg;
     const kz_hparams *hp = &a->s->m->hp;
     const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
-    long lo, hi;
-    kz_split(sh.n_v_heads, ith, nth, &lo, &hi);
-    if (lo >= hi) return;
+    for (long lo; (lo = kz_dyn_take(&a->next, 1)) < sh.n_v_heads;)
+        gdn_core_heads(a, &sh, ith, lo, lo + 1);
+}
+
+static void gdn_core_heads(const gdn_task *a, const kz_gdn_shape *shp, int ith, long lo, long hi) {
+    const kz_hparams *hp = &a->s->m->hp;
+    const kz_gdn_shape sh = *shp;
     const float *y = a->s->t3;
     const size_t kd = (size_t)hp->ssm_key_dim, Hv = (size_t)sh.n_v_heads;
     /* t5 holds per token [beta (Hv) | g (Hv)] */
@@ -539,20 +571,13 @@ static void gdn_core_fn(void *arg, int ith, int nth) {
     else
         kz_gdn_recurrent(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
                          a->s->t4, a->s->ld4, (int)lo, (int)hi);
-}
-
-static void gdn_norm_fn(void *arg, int ith, int nth) {
-    const gdn_task *a = arg;
-    const kz_hparams *hp = &a->s->m->hp;
-    const int Hv = hp->ssm_n_v_heads, dv = hp->ssm_head_v_dim;
-    long lo, hi;
-    kz_split((long)a->n * Hv, ith, nth, &lo, &hi);
-    for (long it = lo; it < hi; it++) {
-        const long t = it / Hv, j = it % Hv;
-        float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)j * dv;
-        const float *z = a->s->t2 + (size_t)t * a->s->ld2 + (size_t)j * dv;
-        kz_rmsnorm_gated(o, z, a->ly->ssm_norm, dv, hp->rms_eps);
-    }
+    const int dv = sh.dv;
+    for (int t = 0; t < a->n; t++)
+        for (long j = lo; j < hi; j++) {
+            float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)j * dv;
+            const float *z = a->s->t2 + (size_t)t * a->s->ld2 + (size_t)j * dv;
+            kz_rmsnorm_gated(o, z, a->ly->ssm_norm, dv, hp->rms_eps);
+        }
 }
 
 /* ---------------- layers ---------------- */
@@ -592,9 +617,10 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
     }
     prof(s, KZ_PROF_ATTN_PROJ);
     attn_prep_task pt = {s, ly, kv, n, p0, gated, s->ld1};
-    run_task(s, attn_prep_fn, &pt);
+    if (n == 1) attn_prep_fn(&pt, 0, 1); /* one token: not worth a dispatch */
+    else run_task(s, attn_prep_fn, &pt);
     if (n >= KZ_ATTN_TILE_MIN && s->tile_scr) {
-        attn_task at = {s, kv, n, p0, gated, 1, s->ld1};
+        attn_task at = {s, kv, n, p0, gated, 1, s->ld1, {0}, NULL};
         run_task(s, attn_tile_fn, &at);
         prof(s, KZ_PROF_ATTN);
         mm(s, &ly->wo, s->t4, n, s->out, (size_t)hp->n_embd);
@@ -611,9 +637,9 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
         if (n_split > by_len) n_split = by_len;
         if (n_split < 1) n_split = 1;
     }
-    attn_task at = {s, kv, n, p0, gated, n_split, s->ld1};
-    run_task(s, attn_fn, &at);
-    run_task(s, attn_merge_fn, &at);
+    attn_task at = {s, kv, n, p0, gated, n_split, s->ld1, {0}, s->attn_cnt};
+    for (long i = 0; i < items; i++) atomic_init(&s->attn_cnt[i], 0);
+    run_task(s, attn_fn, &at); /* partials + merges + output gate */
     prof(s, KZ_PROF_ATTN);
     mm(s, &ly->wo, s->t4, n, s->out, (size_t)hp->n_embd);
     prof(s, KZ_PROF_ATTN_PROJ);
@@ -623,7 +649,7 @@ static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
     const kz_hparams *hp = &s->m->hp;
     const size_t Hv = (size_t)hp->ssm_n_v_heads;
     gdn_task gt = {s, ly, s->conv_state + (size_t)ly->state_idx * s->conv_per_layer,
-                   s->ssm_state + (size_t)ly->state_idx * s->ssm_per_layer, n};
+                   s->ssm_state + (size_t)ly->state_idx * s->ssm_per_layer, n, {0}};
     s->ld1 = s->ld3 = (size_t)hp->ssm_conv_dim;
     s->ld2 = s->ld4 = (size_t)hp->ssm_d_inner;
     {
@@ -633,13 +659,11 @@ static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
         mm_group(s, w, 4, s->hn, n, y, ld);
     }
     prof(s, KZ_PROF_GDN_PROJ);
-    run_task(s, gdn_conv_fn, &gt);
+    run_task(s, gdn_in_fn, &gt); /* conv + q/k norms + gates */
     prof(s, KZ_PROF_GDN_CONV);
-    run_task(s, gdn_prep_fn, &gt);
-    run_task(s, gdn_core_fn, &gt);
+    atomic_store_explicit(&gt.next.next, 0, memory_order_relaxed); /* published by the dispatch */
+    run_task(s, gdn_core_fn, &gt); /* delta rule + gated norm */
     prof(s, KZ_PROF_GDN_CORE);
-    run_task(s, gdn_norm_fn, &gt);
-    prof(s, KZ_PROF_GDN_NORM);
     mm(s, &ly->wssm_out, s->t4, n, s->out, (size_t)hp->n_embd);
     prof(s, KZ_PROF_GDN_PROJ);
 }
@@ -716,7 +740,8 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
         }
         prof(s, KZ_PROF_FFN);
         swiglu_task st = {s->t1, s->t2, s->ld1, s->ld2, hp->n_ff, n};
-        run_task(s, swiglu_fn, &st);
+        if (n == 1) swiglu_fn(&st, 0, 1); /* one row: a few microseconds, less than a dispatch */
+        else run_task(s, swiglu_fn, &st);
         prof(s, KZ_PROF_FFN_ACT);
         mm(s, &ly->ffn_down, s->t1, n, s->out, (size_t)E);
         prof(s, KZ_PROF_FFN);

@@ -107,14 +107,31 @@ static void dot_range(const mm_task *t, int64_t r_lo, int64_t r_hi) {
 }
 
 /* Several matrices reading the same X, done in one conversion + one dispatch (decode pays a
- * pool barrier per dispatch; prefill converts X once instead of once per matrix). Threads
- * split the concatenated row units by weight bytes, so a thread's share of the memory traffic
- * is even when the matrices' types differ (an F32 row streams 7x the bytes of a Q4_0 row). */
+ * pool barrier per dispatch; prefill converts X once instead of once per matrix).
+ *
+ * Work sharing: the rows are cut into chunks (decode: ~128 KiB of weights; prefill: one row
+ * block) and every thread owns a contiguous run of chunks of about equal weight bytes (an F32
+ * row streams 7x the bytes of a Q4_0 row), which it takes front to back, a quarter of what is
+ * left at a time: one unbroken stream per thread, as the hardware prefetcher likes, in few
+ * kernel calls (each call derives per-block activation terms once). A thread that runs out
+ * steals chunks one at a time from the back of another thread's run, so a thread that started late (woken from sleep, preempted, a
+ * slower core of a big.LITTLE phone) does less instead of holding all others at the end of the
+ * dispatch. A row's result does not depend on the thread that computes it. */
+#define MM_CHUNK_BYTES (128 << 10)
+#define MM_MAX_RUNS 64 /* threads past this many only steal */
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t fb; /* next chunk to take (low 32 bits) | end of the run (high 32) */
+} mm_run;
+
 typedef struct {
     mm_task t[KZ_MM_MAX];
     int n;
     int64_t unit[KZ_MM_MAX];     /* rows per split unit */
-    int64_t ucum[KZ_MM_MAX + 1]; /* cumulative unit bytes: the split coordinate */
+    int64_t cu[KZ_MM_MAX];       /* units per chunk */
+    int64_t ccum[KZ_MM_MAX + 1]; /* cumulative chunk counts */
+    int n_runs;
+    mm_run run[MM_MAX_RUNS];
 } mm_multi;
 
 static int64_t unit_rows(const mm_task *t) {
@@ -122,23 +139,82 @@ static int64_t unit_rows(const mm_task *t) {
     return t->p16 ? 16 : MM_ROW_UNIT;
 }
 
-static void dot_task(void *arg, int ith, int nth) {
-    const mm_multi *mt = arg;
-    const int64_t total = mt->ucum[mt->n];
-    /* this thread's byte range [blo, bhi), rounded to whole units of each matrix */
-    /* total is at most ~2^40 bytes and nth <= KZ_POOL_MAX_THREADS: the products fit in int64 */
-    const int64_t blo = total * ith / nth, bhi = total * (ith + 1) / nth;
-    for (int i = 0; i < mt->n; i++) {
-        const int64_t c0 = mt->ucum[i], c1 = mt->ucum[i + 1];
-        if (c1 <= blo || c0 >= bhi || c1 == c0) continue;
+/* Take chunks from a run: its owner (front = 1) takes a quarter of what is left (at least one)
+ * from the front, so it makes few, long kernel calls while the run is long and single chunks
+ * near its end; a thief (front = 0) takes the last chunk. [*c0, *c1) on success. */
+static int run_take(mm_run *r, int front, int64_t *c0, int64_t *c1) {
+    uint64_t v = atomic_load_explicit(&r->fb, memory_order_relaxed);
+    for (;;) {
+        const uint32_t f = (uint32_t)v, e = (uint32_t)(v >> 32);
+        if (f >= e) return 0;
+        const uint32_t k = front ? ((e - f) / 4 > 1 ? (e - f) / 4 : 1) : 1;
+        const uint64_t nv = front ? v + k : ((uint64_t)(e - 1) << 32) | f;
+        if (atomic_compare_exchange_weak_explicit(&r->fb, &v, nv, memory_order_relaxed, memory_order_relaxed)) {
+            *c0 = front ? f : e - 1;
+            *c1 = *c0 + k;
+            return 1;
+        }
+    }
+}
+
+/* chunks [c0, c1): one kernel range per matrix they cover */
+static void do_chunks(const mm_multi *mt, int64_t c0, int64_t c1) {
+    for (int i = 0; i < mt->n && c0 < c1; i++) {
+        if (c0 >= mt->ccum[i + 1]) continue;
+        const int64_t e = c1 < mt->ccum[i + 1] ? c1 : mt->ccum[i + 1];
         const mm_task *t = &mt->t[i];
-        const int64_t nu = (t->w->n_out + mt->unit[i] - 1) / mt->unit[i], ub = (c1 - c0) / nu;
-        /* unit u belongs to the thread whose range holds the unit's first byte */
-        const int64_t u_lo = blo <= c0 ? 0 : (blo - c0 + ub - 1) / ub;
-        const int64_t u_hi = bhi >= c1 ? nu : (bhi - c0 + ub - 1) / ub;
-        const int64_t r_lo = u_lo * mt->unit[i];
-        const int64_t r_hi = u_hi * mt->unit[i] < t->w->n_out ? u_hi * mt->unit[i] : t->w->n_out;
-        dot_range(t, r_lo, r_hi);
+        const int64_t rows = mt->cu[i] * mt->unit[i], r_lo = (c0 - mt->ccum[i]) * rows;
+        const int64_t r_hi = (e - mt->ccum[i]) * rows;
+        dot_range(t, r_lo, r_hi < t->w->n_out ? r_hi : t->w->n_out);
+        c0 = e;
+    }
+}
+
+static void dot_task(void *arg, int ith, int nth) {
+    (void)nth;
+    mm_multi *mt = arg;
+    int64_t c0, c1;
+    if (ith < mt->n_runs)
+        while (run_take(&mt->run[ith], 1, &c0, &c1)) do_chunks(mt, c0, c1);
+    for (int k = 1; k <= mt->n_runs; k++) {
+        mm_run *r = &mt->run[(ith + k) % mt->n_runs];
+        while (run_take(r, 0, &c0, &c1)) do_chunks(mt, c0, c1);
+    }
+}
+
+/* weight bytes of chunks [0, c) */
+static int64_t chunk_bytes_before(const mm_multi *mt, int64_t c) {
+    int64_t b = 0;
+    for (int i = 0; i < mt->n && c > mt->ccum[i]; i++) {
+        const int64_t n_out = mt->t[i].w->n_out, rows = mt->cu[i] * mt->unit[i];
+        const int64_t k = c < mt->ccum[i + 1] ? c - mt->ccum[i] : mt->ccum[i + 1] - mt->ccum[i];
+        const int64_t r = k * rows < n_out ? k * rows : n_out;
+        b += r * (int64_t)mt->t[i].w->row_bytes;
+    }
+    return b;
+}
+
+/* runs of about equal weight bytes: run j ends at the first chunk boundary past j+1 shares */
+static void make_runs(mm_multi *mt, int nth) {
+    const int64_t total = mt->ccum[mt->n], bytes = chunk_bytes_before(mt, total);
+    mt->n_runs = nth < MM_MAX_RUNS ? nth : MM_MAX_RUNS;
+    int64_t c = 0;
+    for (int j = 0; j < mt->n_runs; j++) {
+        const int64_t c0 = c;
+        /* bytes * (j + 1) fits int64: bytes < 2^40 and j < 64 */
+        const int64_t target = bytes * (j + 1) / mt->n_runs;
+        if (j == mt->n_runs - 1) {
+            c = total;
+        } else { /* the last c in [c0, total] with bytes before it <= target (a binary search) */
+            int64_t lo = c0, hi = total;
+            while (lo < hi) {
+                const int64_t mid = lo + (hi - lo + 1) / 2;
+                if (chunk_bytes_before(mt, mid) <= target) lo = mid;
+                else hi = mid - 1;
+            }
+            c = lo;
+        }
+        atomic_init(&mt->run[j].fb, ((uint64_t)c << 32) | (uint64_t)c0);
     }
 }
 
@@ -211,9 +287,21 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
                 n_conv++;
             }
         }
-        mt.unit[mt.n] = unit_rows(t);
-        const int64_t nu = (wi->n_out + mt.unit[mt.n] - 1) / mt.unit[mt.n];
-        mt.ucum[mt.n + 1] = mt.ucum[mt.n] + nu * mt.unit[mt.n] * (int64_t)wi->row_bytes;
+        const int64_t unit = unit_rows(t), nu = (wi->n_out + unit - 1) / unit;
+        int64_t cu;
+        if (n_tok == 1) {
+            cu = MM_CHUNK_BYTES / (unit * (int64_t)wi->row_bytes);
+            if (cu < 1) cu = 1;
+        } else {
+            cu = (t->rb + unit - 1) / unit;
+        }
+        /* chunk indices are 32-bit in the runs: only a matrix of > 2^31 chunks (hundreds of
+         * TiB) would need larger chunks */
+        while ((nu + cu - 1) / cu > (INT64_C(1) << 31) / KZ_MM_MAX) cu *= 2;
+        if (cu > nu) cu = nu > 0 ? nu : 1;
+        mt.unit[mt.n] = unit;
+        mt.cu[mt.n] = cu;
+        mt.ccum[mt.n + 1] = mt.ccum[mt.n] + (nu + cu - 1) / cu;
         mt.n++;
     }
     if (!mt.n) return;
@@ -227,5 +315,6 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
             for (int i = 0; i < mt.n; i++)
                 if (mt.t[i].n_chunk) conv_chunks(&mt.t[i], 0, mt.t[i].n_chunk * n_tok);
     }
+    make_runs(&mt, kz_pool_size(pool));
     kz_pool_run(pool, dot_task, &mt);
 }

@@ -90,9 +90,8 @@ typedef enum {
     KZ_PROF_ATTN_PROJ,  /* full attention: Q/K/V/O matmuls */
     KZ_PROF_ATTN,       /* q/k norm + RoPE + KV store, softmax attention, output gate */
     KZ_PROF_GDN_PROJ,   /* GDN: qkv / gate / beta / alpha / out matmuls */
-    KZ_PROF_GDN_CONV,   /* causal conv + SiLU */
-    KZ_PROF_GDN_CORE,   /* q/k L2 norm, gates, gated delta rule */
-    KZ_PROF_GDN_NORM,   /* gated RMSNorm */
+    KZ_PROF_GDN_CONV,   /* causal conv + SiLU, q/k L2 norms, gates (one dispatch) */
+    KZ_PROF_GDN_CORE,   /* gated delta rule + gated RMSNorm (one dispatch) */
     KZ_PROF_FFN,        /* gate / up / down matmuls */
     KZ_PROF_FFN_ACT,    /* SwiGLU */
     KZ_PROF_HEAD,       /* output norm + LM head */

@@ -171,42 +171,77 @@ T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_
     }
 }
 
-/* GEMV over packed rows (decode): lane = weight row, the 16 rows' blocks are 4 contiguous zmm
- * loads + their scales, so each thread streams one contiguous range and no horizontal sum is
- * needed. Per lane the same exact integer block dot and float chain as the reference. */
+/* blocks per row the GEMV takes in one sweep (corrections on the stack: 4 KiB); longer rows go
+ * in chunks of that many blocks, all groups per chunk */
+#define ZR_GEMV_NB 1024
+
+/* the activation dwords of one block, each in every lane: x[j] = qs dword j (j < 4: elements
+ * 4j.., the low nibbles' partners; j >= 4: elements 16 + 4(j-4).., the high nibbles'); two
+ * loads and in-register shuffles instead of eight broadcast loads (fewer load-queue slots per
+ * cache line of weights) */
+typedef struct { __m512i x[8]; } zr_act8;
+T_AVX512 KZ_INL void zr_act_dwords(const uint8_t *ab, zr_act8 *v) {
+    const __m512i al = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab + 2)));
+    const __m512i ah = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab + 18)));
+    v->x[0] = _mm512_shuffle_epi32(al, _MM_PERM_AAAA);
+    v->x[1] = _mm512_shuffle_epi32(al, _MM_PERM_BBBB);
+    v->x[2] = _mm512_shuffle_epi32(al, _MM_PERM_CCCC);
+    v->x[3] = _mm512_shuffle_epi32(al, _MM_PERM_DDDD);
+    v->x[4] = _mm512_shuffle_epi32(ah, _MM_PERM_AAAA);
+    v->x[5] = _mm512_shuffle_epi32(ah, _MM_PERM_BBBB);
+    v->x[6] = _mm512_shuffle_epi32(ah, _MM_PERM_CCCC);
+    v->x[7] = _mm512_shuffle_epi32(ah, _MM_PERM_DDDD);
+}
+
+/* one packed block of one 16-row group: the exact integer dot, lane = row, then the
+ * reference's float step acc += (float)sumi * (d_w * d_a). The high nibbles are dotted in
+ * place (byte & 0xF0 = 16 * nibble) into their own sum, shifted down once (exact: a multiple
+ * of 16), instead of shifting every weight register. */
+T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da) {
+    const __m512i ml = _mm512_set1_epi8(0x0f), mh = _mm512_set1_epi8((char)0xf0);
+#if ZR_PF
+    /* software prefetch ZR_PF bytes ahead: the hardware streamer stops at each 4 KiB page */
+    _mm_prefetch((const char *)p + ZR_PF, _MM_HINT_T0);
+    _mm_prefetch((const char *)p + ZR_PF + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)p + ZR_PF + 128, _MM_HINT_T0);
+    _mm_prefetch((const char *)p + ZR_PF + 192, _MM_HINT_T0);
+    _mm_prefetch((const char *)p + ZR_PF + 256, _MM_HINT_T0);
+#endif
+    const __m512i q0 = _mm512_loadu_si512((const void *)p), q1 = _mm512_loadu_si512((const void *)(p + 64));
+    const __m512i q2 = _mm512_loadu_si512((const void *)(p + 128)), q3 = _mm512_loadu_si512((const void *)(p + 192));
+    __m512i lo = corr, hi = _mm512_setzero_si512();
+    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q0, ml), v->x[0]);
+    hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(q0, mh), v->x[4]);
+    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q1, ml), v->x[1]);
+    hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(q1, mh), v->x[5]);
+    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q2, ml), v->x[2]);
+    hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(q2, mh), v->x[6]);
+    lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q3, ml), v->x[3]);
+    hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(q3, mh), v->x[7]);
+    const __m512i sumi = _mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 256)));
+    return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(dw, da)));
+}
+
+/* GEMV over packed rows (decode): lane = weight row, a block of a 16-row group is 4 contiguous
+ * zmm loads + the 16 scales, so no horizontal sum is needed; each thread streams its rows
+ * (group after group, each group's blocks in one sweep for rows up to ZR_GEMV_NB blocks; two
+ * groups side by side, sharing the activation shuffles, measured slower: two streams). Per lane the same exact integer block
+ * dot and float chain as the reference. */
 T_AVX512 static void zr_gemv_p16(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
-    const __m512i m = _mm512_set1_epi8(15);
-    int32_t corr[ZR_CH];
-    for (int64_t b0 = 0; b0 < nb; b0 += ZR_CH) {
-        const int nbc = nb - b0 < ZR_CH ? (int)(nb - b0) : ZR_CH;
+    int32_t corr[ZR_GEMV_NB];
+    const int64_t ng = nr / 16;
+    for (int64_t b0 = 0; b0 < nb; b0 += ZR_GEMV_NB) {
+        const int nbc = nb - b0 < ZR_GEMV_NB ? (int)(nb - b0) : ZR_GEMV_NB;
         for (int b = 0; b < nbc; b++) corr[b] = zr_corr(a + (size_t)(b0 + b) * 34);
-        for (int64_t g = 0; g < nr / 16; g++) {
+        for (int64_t g = 0; g < ng; g++) {
             const uint8_t *p = pk + ((size_t)g * (size_t)nb + (size_t)b0) * 288;
             __m512 acc = b0 ? _mm512_loadu_ps(y + 16 * g) : _mm512_setzero_ps();
             for (int b = 0; b < nbc; b++, p += 288) {
-#if ZR_PF
-                /* software prefetch ZR_PF bytes ahead: the hardware streamer stops at each 4 KiB page */
-                _mm_prefetch((const char *)p + ZR_PF, _MM_HINT_T0);
-                _mm_prefetch((const char *)p + ZR_PF + 64, _MM_HINT_T0);
-                _mm_prefetch((const char *)p + ZR_PF + 128, _MM_HINT_T0);
-                _mm_prefetch((const char *)p + ZR_PF + 192, _MM_HINT_T0);
-                _mm_prefetch((const char *)p + ZR_PF + 256, _MM_HINT_T0);
-#endif
                 const uint8_t *ab = a + (size_t)(b0 + b) * 34;
-                __m512i s0 = _mm512_set1_epi32(corr[b]), s1 = _mm512_setzero_si512();
-                const __m512i q0 = _mm512_loadu_si512((const void *)p), q1 = _mm512_loadu_si512((const void *)(p + 64));
-                const __m512i q2 = _mm512_loadu_si512((const void *)(p + 128)), q3 = _mm512_loadu_si512((const void *)(p + 192));
-                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(q0, m), _mm512_set1_epi32(ld32(ab + 2)));
-                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(q1, m), _mm512_set1_epi32(ld32(ab + 6)));
-                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(q2, m), _mm512_set1_epi32(ld32(ab + 10)));
-                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(q3, m), _mm512_set1_epi32(ld32(ab + 14)));
-                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(_mm512_srli_epi32(q0, 4), m), _mm512_set1_epi32(ld32(ab + 18)));
-                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi32(q1, 4), m), _mm512_set1_epi32(ld32(ab + 22)));
-                s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(_mm512_srli_epi32(q2, 4), m), _mm512_set1_epi32(ld32(ab + 26)));
-                s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi32(q3, 4), m), _mm512_set1_epi32(ld32(ab + 30)));
-                const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 256)));
-                const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(ld16(ab))));
-                acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc));
+                zr_act8 v;
+                zr_act_dwords(ab, &v);
+                acc = zr_gemv_blk(acc, p, &v, _mm512_set1_epi32(corr[b]), _mm512_set1_ps(_cvtsh_ss(ld16(ab))));
             }
             _mm512_storeu_ps(y + 16 * g, acc);
         }

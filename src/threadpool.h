@@ -15,5 +15,16 @@ static inline void kz_split(long n, int ith, int nth, long *lo, long *hi) {
     *lo = ith * base + (ith < rem ? ith : rem);
     *hi = *lo + base + (ith < rem ? 1 : 0);
 }
+/* Dynamic sharing of n items: each thread takes the next item (or run of items) from a counter
+ * the task holds, so a thread that starts late (woken from sleep, preempted, or a slower core
+ * of a big.LITTLE phone) simply takes fewer; results must not depend on who runs an item.
+ * Set .next to 0 before kz_pool_run. */
+#include <stdatomic.h>
+typedef struct {
+    atomic_long next;
+} kz_dyn;
+static inline long kz_dyn_take(kz_dyn *d, long k) {
+    return atomic_fetch_add_explicit(&d->next, k, memory_order_relaxed);
+}
 int kz_num_cpus(void);
 #endif

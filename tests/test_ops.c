@@ -484,13 +484,75 @@ static void test_h2f(void) {
     CHECKF(bad == 0, "h2f_row: %d mismatches", bad);
 }
 
+/* The decode partial does the group's query heads four at a time (one pass over each K row,
+ * V rows in blocks with 16 columns of 4 heads in registers). Its result must be bit for bit
+ * the plain per-head form: scores kz_dot8(q, k) * scale, max, kz_exp_sum, then
+ * acc = acc + p_t v_t over positions in order. Group sizes 1..8 (the 4-head path, its
+ * remainder, and none), head_dim with and without a 16-column tail, spans across V blocks. */
+static void test_attention_groups(void) {
+    const int ns[] = {1, 5, 16, 17, 40}, hds[] = {37, 64, 19};
+    int bad = 0, cases = 0;
+    for (int f16 = 0; f16 <= 1; f16++)
+        for (int n_rep = 1; n_rep <= 8; n_rep++)
+            for (size_t ih = 0; ih < sizeof hds / sizeof *hds; ih++) {
+                const int hd = hds[ih], Hkv = 2, n_ctx = 48;
+                kz_kv_layer kv = {n_rep * Hkv, Hkv, hd, n_ctx, f16, NULL, NULL, NULL};
+                const size_t esz = f16 ? 2 : 4;
+                kv.k = malloc((size_t)Hkv * n_ctx * hd * esz);
+                kv.v = malloc((size_t)Hkv * n_ctx * hd * esz);
+                float *kr = malloc((size_t)Hkv * hd * sizeof(float)), *vr = malloc((size_t)Hkv * hd * sizeof(float));
+                for (int p = 0; p < n_ctx; p++) {
+                    fill(kr, Hkv * hd, 2.0f);
+                    fill(vr, Hkv * hd, 2.0f);
+                    kz_kv_store(&kv, p, kr, vr);
+                }
+                const size_t ldq = (size_t)hd + 3; /* heads not adjacent, as the gated q rows */
+                float *q = malloc((size_t)n_rep * ldq * sizeof(float));
+                fill(q, n_rep * (int)ldq, 1.5f);
+                float *scr = malloc(kz_attn_scratch_floats(&kv, n_ctx) * sizeof(float));
+                float *acc = malloc((size_t)n_rep * hd * sizeof(float)), *ref = malloc((size_t)n_rep * hd * sizeof(float));
+                float *sc = malloc((size_t)n_ctx * sizeof(float)), *krow = malloc((size_t)hd * sizeof(float));
+                float ml[16], mlr[16];
+                const float scale = 1.0f / sqrtf((float)hd);
+                for (size_t in = 0; in < sizeof ns / sizeof *ns; in++) {
+                    const int g = 1, p0 = 3, p1 = p0 + ns[in];
+                    kz_attn_partial(&kv, g, p0, p1, q, ldq, scale, ml, acc, scr);
+                    for (int r = 0; r < n_rep; r++) {
+                        for (int t = 0; t < p1 - p0; t++) {
+                            kz_kv_row_get(&kv, 0, g, p0 + t, krow);
+                            sc[t] = kz_dot8(q + (size_t)r * ldq, krow, hd) * scale;
+                        }
+                        float mx = sc[0];
+                        for (int t = 1; t < p1 - p0; t++) mx = sc[t] > mx ? sc[t] : mx;
+                        mlr[2 * r] = mx;
+                        mlr[2 * r + 1] = (float)kz_exp_sum(sc, mx, p1 - p0);
+                        float *o = ref + (size_t)r * hd;
+                        for (int c = 0; c < hd; c++) o[c] = 0.0f;
+                        for (int t = 0; t < p1 - p0; t++) {
+                            kz_kv_row_get(&kv, 1, g, p0 + t, krow);
+                            for (int c = 0; c < hd; c++) o[c] = o[c] + sc[t] * krow[c];
+                        }
+                    }
+                    cases++;
+                    if (memcmp(ml, mlr, (size_t)2 * n_rep * sizeof(float)) ||
+                        memcmp(acc, ref, (size_t)n_rep * hd * sizeof(float))) {
+                        if (bad++ < 5)
+                            fprintf(stderr, "attention group: f16 %d n_rep %d hd %d n %d differs\n", f16, n_rep, hd, ns[in]);
+                    }
+                }
+                free(kv.k), free(kv.v), free(kr), free(vr), free(q), free(scr), free(acc), free(ref), free(sc), free(krow);
+            }
+    CHECKF(bad == 0 && cases == 2 * 8 * 3 * 5, "decode attention partial = per-head form bit for bit: %d of %d differ", bad,
+           cases);
+}
+
 static void test_attention(int f16) {
     const int H = 6, Hkv = 2, hd = 13, n_ctx = 11, npos = 9;
-    kz_kv_layer kv = {H, Hkv, hd, n_ctx, f16, NULL, NULL};
+    kz_kv_layer kv = {H, Hkv, hd, n_ctx, f16, NULL, NULL, NULL};
     size_t esz = f16 ? 2 : 4;
     kv.k = malloc((size_t)Hkv * n_ctx * hd * esz);
     kv.v = malloc((size_t)Hkv * n_ctx * hd * esz);
-    float K[9][2 * 13], Vv[9][2 * 13], q[6 * 13], o[6 * 13], scr[3 * 11 + 13];
+    float K[9][2 * 13], Vv[9][2 * 13], q[6 * 13], o[6 * 13], scr[3 * 11 + 16 * 13];
     for (int p = 0; p < npos; p++) {
         fill(K[p], Hkv * hd, 2.0f);
         fill(Vv[p], Hkv * hd, 2.0f);
@@ -501,7 +563,7 @@ static void test_attention(int f16) {
             }
         kz_kv_store(&kv, p, K[p], Vv[p]);
     }
-    CHECK(kz_attn_scratch_floats(&kv, n_ctx) <= 3 * 11 + 13);
+    CHECK(kz_attn_scratch_floats(&kv, n_ctx) <= 3 * 11 + 16 * 13);
     const float scale = 1.0f / sqrtf((float)hd);
     double worst = 0, worst_split = 0;
     for (int pos = 0; pos < npos; pos++) {
@@ -560,5 +622,6 @@ int main(void) {
     test_h2f();
     test_attention(0);
     test_attention(1);
+    test_attention_groups();
     KT_END();
 }

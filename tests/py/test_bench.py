@@ -160,3 +160,30 @@ def test_bench_repack_reported(models):
                        timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["repacked_bytes"] == 0
+
+
+def test_bench_membw_interleaved(models):
+    """Bandwidth samples between decode tokens: one before the first token and one after every
+    K tokens (and the last), per measured run; each run's efficiency is its decode GB/s over the
+    median of its own samples. Peak RSS leaves the 64 MiB sampling buffer out."""
+    n, every, runs = 9, 4, 2
+    j = json.loads(run("bench", "-m", models["qwen3"], "-p", 8, "-n", n, "-r", runs, "-t", 2, "--json",
+                       "--membw-every", every, "--membw-sample-mib", 64, "--membw-mib", 16).stdout)
+    per_run = 1 + (n + every - 1) // every
+    samples = j["membw_interleaved_gbs"]["runs"]
+    assert len(samples) == runs * per_run and all(g > 0 for g in samples)
+    pct = j["decode_bw_pct_interleaved"]["runs"]
+    assert len(pct) == runs and j["membw_every"] == every
+    for r in range(runs):
+        s = sorted(samples[r * per_run:(r + 1) * per_run])
+        med = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
+        want = 100 * j["weight_bytes_per_token"] * j["decode_tok_s"]["runs"][r] / 1e9 / med
+        assert pct[r] == pytest.approx(want, rel=1e-3)
+    # the sampling buffer is not the model's memory
+    ref = json.loads(run("bench", "-m", models["qwen3"], "-p", 8, "-n", n, "-r", 1, "-t", 2, "--json",
+                         "--no-membw").stdout)
+    assert j["peak_rss_bytes"] < ref["peak_rss_bytes"] + (32 << 20)
+    # off: no samples, no interleaved fields
+    k = json.loads(run("bench", "-m", models["qwen3"], "-p", 0, "-n", 3, "-r", 1, "-t", 1, "--json",
+                       "--membw-every", 0, "--membw-mib", 16).stdout)
+    assert "membw_interleaved_gbs" not in k and k["membw_measured"] is True
