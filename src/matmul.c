@@ -270,8 +270,10 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
         *t = (mm_task){.wt = wt, .at = kz_qtraits_get(wt->act_type), .w = wi, .x = x, .n_tok = n_tok,
                        .abort = abort, .y = y[i], .ldy = ldy[i], .p16 = wi->p16 && wi->n_p16 > 0 ? p16 : NULL,
                        .rb = MM_RB};
-        /* the level with a packed kernel also runs plain Q4_0 rows lane-per-row */
+#if defined(__x86_64__)
+        /* the x86 level with a packed kernel also runs plain Q4_0 rows lane-per-row */
         if (wi->type == KZ_T_Q4_0 && p16) t->rb = MM_RB_LANE;
+#endif
         if (wi->type == KZ_T_F32) {
             t->act = (const uint8_t *)x;
             t->act_rb = (size_t)wi->n_in * sizeof(float);

@@ -335,6 +335,10 @@ kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa) {
 #if defined(__x86_64__)
     if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512)) return kz_avx512_gemm_q4_0_p16;
 #endif
+#if defined(__aarch64__)
+    if (isa == KZ_ISA_DOTPROD && kz_isa_available(KZ_ISA_DOTPROD)) return kz_dotprod_gemm_q4_0_p16;
+    if (isa == KZ_ISA_I8MM && kz_isa_available(KZ_ISA_I8MM)) return kz_i8mm_gemm_q4_0_p16;
+#endif
     (void)isa;
     return NULL;
 }

@@ -41,5 +41,11 @@ KZ_ISA_GEMM(dotprod, q8_0) KZ_ISA_GEMM(dotprod, q4_0)
 /* quant_arm_i8mm.c (built with +dotprod+i8mm): SMMLA 2x2 tiles for the GEMM; GEMV and
  * leftovers go to the dotprod kernels */
 KZ_ISA_GEMM(i8mm, q8_0) KZ_ISA_GEMM(i8mm, q4_0)
+/* quant_arm_p16_dot.c (+dotprod): Q4_0 gemm over rows packed by kz_pack16_q4_0 (kz_gemm_p16_fn) */
+void kz_dotprod_gemm_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
+                              int64_t n_tok, float *y, int64_t ldy);
+/* quant_arm_p16_i8mm.c (+i8mm): the same with an SMMLA prefill (n_tok >= 2); decode = dotprod's */
+void kz_i8mm_gemm_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
+                           int64_t n_tok, float *y, int64_t ldy);
 #endif
 #endif

@@ -200,7 +200,12 @@ void kz_pool_run(kz_pool *p, kz_task_fn fn, void *arg) {
             if (!t0) t0 = t;
             else if (t - t0 > KZ_SPIN_NS) {
                 pthread_mutex_lock(&p->mu);
-                atomic_store(&p->main_sleep, 1); /* seq_cst: pairs with the worker's load */
+                /* an exchange, not a store: the announcement must be globally visible before
+                 * pending is read again (store-then-load, the one pattern TSO reorders). A seq_cst
+                 * store is enough in C11, but under qemu-user on an x86-64 host a stlr/ldar pair
+                 * was seen to lose this wakeup (1 run in ~10 of test_repack hung); the
+                 * read-modify-write is a full barrier everywhere */
+                atomic_exchange(&p->main_sleep, 1);
                 while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->cv_done, &p->mu);
                 atomic_store(&p->main_sleep, 0);
                 pthread_mutex_unlock(&p->mu);

@@ -4,6 +4,9 @@
 #   - test_quant once per ISA level (KZ_ISA=scalar, neon, dotprod, i8mm) on `-cpu max`
 #     and every tests/test_quant_<family>.c (each compares all levels with scalar itself);
 #     (matmul through the dispatched kernels of that level);
+#   - test_repack (16-row packed Q4_0 weights: logits identical to the plain rows) with
+#     KZ_ISA=neon (no packed kernel: no copy), dotprod and i8mm on `-cpu max`, and on
+#     cortex-a76 (auto level = dotprod), plus test_quant on cortex-a76;
 #   - test_simd on `-cpu max` (every level vs scalar, greedy tokens across levels) and on
 #     cortex-a76 (dotprod, no i8mm) and cortex-a53 (plain NEON), so feature detection and the
 #     refusal of a level the CPU lacks are exercised too.
@@ -35,7 +38,7 @@ fi
 QTESTS=$(for f in tests/test_quant*.c; do b=$(basename "$f" .c); printf '%s ' "$BUILD/$b"; done)
 echo "arm64_ci: cross-building into $BUILD/"
 if ! make -s CC=aarch64-linux-gnu-gcc BUILD="$BUILD" -j"$JOBS" \
-      "$BUILD/libkazeia.a" $QTESTS "$BUILD/test_simd" >/tmp/kz-arm64-build.log 2>&1; then
+      "$BUILD/libkazeia.a" $QTESTS "$BUILD/test_simd" "$BUILD/test_repack" >/tmp/kz-arm64-build.log 2>&1; then
   tail -30 /tmp/kz-arm64-build.log
   echo "arm64_ci: cross build failed (log: /tmp/kz-arm64-build.log)"
   echo "arm64: 0 passed, 1 failed"
@@ -71,6 +74,12 @@ for t in $QTESTS; do
   [ "$(basename "$t")" = test_quant ] && continue
   run "$(basename "$t")-max" max KZ_TEST_SMALL=1 -- "$t"
 done
+# packed Q4_0 (repack_weights): per level on max, and a dotprod CPU without i8mm
+for isa in neon dotprod i8mm; do
+  run "test_repack-$isa" max KZ_ISA=$isa KZ_TEST_SMALL=1 -- "$BUILD/test_repack"
+done
+run test_repack-cortex-a76 cortex-a76 KZ_TEST_SMALL=1 -- "$BUILD/test_repack"
+run test_quant-cortex-a76 cortex-a76 -- "$BUILD/test_quant"
 run test_simd-max max KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 run test_simd-cortex-a76 cortex-a76 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 run test_simd-cortex-a53 cortex-a53 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"

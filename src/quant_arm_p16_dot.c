@@ -1,0 +1,197 @@
+/* AArch64 SDOT (FEAT_DotProd) gemm over the 16-row packed Q4_0 layout (kz_pack16_q4_0), the
+ * kernel of the dotprod and i8mm levels for repacked weights. Lane = weight row: dword j of 4
+ * consecutive rows is one 16-byte load (rows' nibbles of elements 4j..4j+3 low, 16+4j.. high),
+ * and vdotq_laneq_s32 with lane j of the activation's 16 low (high) bytes adds each row's
+ * 4-element partial dot into its own int32 lane: no horizontal sums, and the 16 rows' scales
+ * are one contiguous load. Unsigned nibbles with the -8 * sum(a) correction, float part per
+ * lane as the reference (quant_arm_p16_q.h), so every output equals the scalar Q4_0 x Q8_0
+ * vec_dot bit for bit.
+ *   decode (1 token): 16 rows per step, streaming each group's blocks once;
+ *   prefill: register tile 8 rows x 4 tokens, each weight block decoded once per tile.
+ * The Makefile builds this file with -march=armv8.2-a+dotprod; dispatch calls it only when the
+ * CPU reports asimddp. */
+#include "quant_isa.h"
+
+#if defined(__aarch64__)
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+/* GCC's pre-RA scheduler hoists all 16 nibble decodes of a block ahead of the dots and then
+ * spills the accumulators every block (GCC 12, objdump of the tile loops); without it the
+ * loops stay in registers. Out-of-order cores reorder on their own. */
+#pragma GCC optimize("no-schedule-insns")
+#endif
+#if !defined(__ARM_FEATURE_DOTPROD)
+#error "quant_arm_p16_dot.c needs -march=armv8.2-a+dotprod (see the Makefile)"
+#endif
+
+#include "quant_arm_p16_q.h"
+
+/* one dword j (a literal: the SDOT lane) of one block, rows 4k..4k+3 for k < 4 */
+#define GV_DW(j)                                                                                  \
+    do {                                                                                          \
+        KZ_UNROLL(4)                                                                              \
+        for (int k = 0; k < 4; k++) {                                                             \
+            const uint8x16_t q = vld1q_u8(p + 64 * (j) + 16 * k);                                 \
+            s[k] = vdotq_laneq_s32(s[k], vreinterpretq_s8_u8(vandq_u8(q, m)), alo, j);            \
+            s[k] = vdotq_laneq_s32(s[k], vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), ahi, j);          \
+        }                                                                                         \
+    } while (0)
+
+/* one activation row against nr (a multiple of 16) packed rows */
+static void p16_gemv(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
+    const uint8x16_t m = vdupq_n_u8(15);
+    int32_t corr[P16_CH];
+    float dact[P16_CH];
+    for (int64_t b0 = 0; b0 < nb; b0 += P16_CH) {
+        const int nbc = nb - b0 < P16_CH ? (int)(nb - b0) : P16_CH;
+        for (int b = 0; b < nbc; b++) {
+            corr[b] = p16_corr(a + (size_t)(b0 + b) * 34);
+            dact[b] = kz_fp16_to_f32(ld16(a + (size_t)(b0 + b) * 34));
+        }
+        for (int64_t g = 0; g < nr / 16; g++) {
+            const uint8_t *p = pk + ((size_t)g * (size_t)nb + (size_t)b0) * P16_BB;
+            float *yg = y + 16 * g;
+            float32x4_t acc[4];
+            KZ_UNROLL(4)
+            for (int k = 0; k < 4; k++) acc[k] = b0 ? vld1q_f32(yg + 4 * k) : vdupq_n_f32(0.0f);
+            for (int b = 0; b < nbc; b++, p += P16_BB) {
+                const uint8_t *ab = a + (size_t)(b0 + b) * 34;
+                const int8x16_t alo = vld1q_s8((const int8_t *)(ab + 2)), ahi = vld1q_s8((const int8_t *)(ab + 18));
+                int32x4_t s[4];
+                s[0] = vdupq_n_s32(corr[b]);
+                s[1] = s[0];
+                s[2] = s[0];
+                s[3] = s[0];
+                GV_DW(0);
+                GV_DW(1);
+                GV_DW(2);
+                GV_DW(3);
+                float32x4_t dw[4];
+                p16_dw(p, dw);
+                KZ_UNROLL(4)
+                for (int k = 0; k < 4; k++)
+                    acc[k] = vaddq_f32(acc[k], vmulq_f32(vcvtq_f32_s32(s[k]), vmulq_n_f32(dw[k], dact[b])));
+            }
+            KZ_UNROLL(4)
+            for (int k = 0; k < 4; k++) vst1q_f32(yg + 4 * k, acc[k]);
+        }
+    }
+}
+
+/* low (sh = 0) or high (sh = 1) nibbles of dword j (a literal) of rows 8h..8h+7 against the
+ * 4 tokens' activation bytes av (elements 0..15 or 16..31) */
+#define TL_DW(j, sh)                                                                              \
+    do {                                                                                          \
+        KZ_UNROLL(2)                                                                              \
+        for (int k = 0; k < 2; k++) {                                                             \
+            const uint8x16_t q = vld1q_u8(p + 64 * (j) + 16 * k);                                 \
+            const int8x16_t w = vreinterpretq_s8_u8((sh) ? vshrq_n_u8(q, 4) : vandq_u8(q, m));    \
+            KZ_UNROLL(4)                                                                          \
+            for (int t = 0; t < 4; t++) s[k][t] = vdotq_laneq_s32(s[k][t], w, av[t], j);          \
+        }                                                                                         \
+    } while (0)
+
+/* 8 rows (p: the first block, already offset to the half-group) x 4 tokens over nbc blocks;
+ * acc[2 t + k] = rows 4k..4k+3 of token t. corr/dact: [b * P16_TG + t], t from the tile's
+ * first token. */
+static __attribute__((noinline)) void p16_tile8x4(int nbc, const uint8_t *p, const uint8_t *dwp, const uint8_t *const ap[4],
+                        const int32_t *corr, const float *dact, float32x4_t acc[8]) {
+    const uint8x16_t m = vdupq_n_u8(15);
+    /* accumulators as locals (an array reached through the pointer is kept in memory) */
+    float32x4_t c0 = acc[0], c1 = acc[1], c2 = acc[2], c3 = acc[3], c4 = acc[4], c5 = acc[5], c6 = acc[6], c7 = acc[7];
+    for (int b = 0; b < nbc; b++, p += P16_BB, dwp += P16_BB) {
+        const int32x4_t cv = vld1q_s32(corr + b * P16_TG);
+        int32x4_t s[2][4];
+        s[0][0] = s[1][0] = vdupq_laneq_s32(cv, 0);
+        s[0][1] = s[1][1] = vdupq_laneq_s32(cv, 1);
+        s[0][2] = s[1][2] = vdupq_laneq_s32(cv, 2);
+        s[0][3] = s[1][3] = vdupq_laneq_s32(cv, 3);
+        int8x16_t av[4];
+        KZ_UNROLL(4)
+        for (int t = 0; t < 4; t++) av[t] = vld1q_s8((const int8_t *)(ap[t] + (size_t)b * 34 + 2));
+        TL_DW(0, 0);
+        TL_DW(1, 0);
+        TL_DW(2, 0);
+        TL_DW(3, 0);
+        KZ_UNROLL(4)
+        for (int t = 0; t < 4; t++) av[t] = vld1q_s8((const int8_t *)(ap[t] + (size_t)b * 34 + 18));
+        TL_DW(0, 1);
+        TL_DW(1, 1);
+        TL_DW(2, 1);
+        TL_DW(3, 1);
+        const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(dwp));
+        const float32x4_t dw0 = vcvt_f32_f16(vget_low_f16(h)), dw1 = vcvt_high_f32_f16(h);
+        const float32x4_t da = vld1q_f32(dact + b * P16_TG);
+        c0 = vaddq_f32(c0, vmulq_f32(vcvtq_f32_s32(s[0][0]), vmulq_laneq_f32(dw0, da, 0)));
+        c1 = vaddq_f32(c1, vmulq_f32(vcvtq_f32_s32(s[1][0]), vmulq_laneq_f32(dw1, da, 0)));
+        c2 = vaddq_f32(c2, vmulq_f32(vcvtq_f32_s32(s[0][1]), vmulq_laneq_f32(dw0, da, 1)));
+        c3 = vaddq_f32(c3, vmulq_f32(vcvtq_f32_s32(s[1][1]), vmulq_laneq_f32(dw1, da, 1)));
+        c4 = vaddq_f32(c4, vmulq_f32(vcvtq_f32_s32(s[0][2]), vmulq_laneq_f32(dw0, da, 2)));
+        c5 = vaddq_f32(c5, vmulq_f32(vcvtq_f32_s32(s[1][2]), vmulq_laneq_f32(dw1, da, 2)));
+        c6 = vaddq_f32(c6, vmulq_f32(vcvtq_f32_s32(s[0][3]), vmulq_laneq_f32(dw0, da, 3)));
+        c7 = vaddq_f32(c7, vmulq_f32(vcvtq_f32_s32(s[1][3]), vmulq_laneq_f32(dw1, da, 3)));
+    }
+    acc[0] = c0;
+    acc[1] = c1;
+    acc[2] = c2;
+    acc[3] = c3;
+    acc[4] = c4;
+    acc[5] = c5;
+    acc[6] = c6;
+    acc[7] = c7;
+}
+
+/* nt >= 2 tokens: per chunk of blocks, corrections for the token group, then every 8-row half
+ * group x 4-token tile; partial sums go through y between chunks (an exact float round trip) */
+static void p16_gemm(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t *a, size_t as, int64_t nt, float *y,
+                     int64_t ldy) {
+    const int64_t nb = n / 32;
+    int32_t corr[P16_CH * P16_TG];
+    float dact[P16_CH * P16_TG];
+    for (int64_t tg = 0; tg < nt; tg += P16_TG) {
+        const int ntg = nt - tg < P16_TG ? (int)(nt - tg) : P16_TG;
+        const int ntp = (ntg + 3) & ~3;
+        const uint8_t *ag = a + (size_t)tg * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += P16_CH) {
+            const int nbc = nb - b0 < P16_CH ? (int)(nb - b0) : P16_CH;
+            p16_prep(ag, as, ntg, ntp, b0, nbc, corr, dact);
+            for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+                const int h = (int)(r0 % 16) / 8;
+                const uint8_t *pg = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * P16_BB;
+                for (int t0 = 0; t0 < ntg; t0 += 4) {
+                    const int tv = ntg - t0 < 4 ? ntg - t0 : 4;
+                    const uint8_t *ap[4];
+                    float *yp[4];
+                    float32x4_t acc[8];
+                    for (int t = 0; t < 4; t++) {
+                        const int tt = t0 + (t < tv ? t : tv - 1);
+                        ap[t] = ag + (size_t)tt * as + (size_t)b0 * 34;
+                        yp[t] = y + (tg + tt) * ldy + r0;
+                        acc[2 * t] = b0 ? vld1q_f32(yp[t]) : vdupq_n_f32(0.0f);
+                        acc[2 * t + 1] = b0 ? vld1q_f32(yp[t] + 4) : vdupq_n_f32(0.0f);
+                    }
+                    p16_tile8x4(nbc, pg + 32 * h, pg + 256 + 16 * h, ap, corr + t0, dact + t0, acc);
+                    for (int t = 0; t < tv; t++) {
+                        vst1q_f32(yp[t], acc[2 * t]);
+                        vst1q_f32(yp[t] + 4, acc[2 * t + 1]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+void kz_dotprod_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
+                              int64_t ldy) {
+    if (nt >= 2) {
+        p16_gemm(n, pk, nr, a, as, nt, y, ldy);
+        return;
+    }
+    if (nt == 1) p16_gemv(n / 32, pk, nr, a, y);
+}
+
+#else
+typedef int kz_quant_arm_p16_dot_unused; /* not AArch64: nothing to build */
+#endif

@@ -1,0 +1,48 @@
+/* Helpers shared by the AArch64 kernels over the 16-row packed Q4_0 layout (kz_pack16_q4_0):
+ * quant_arm_p16_dot.c (SDOT, lane = weight row) and quant_arm_p16_i8mm.c (SMMLA prefill).
+ *
+ * Weights are used as unsigned nibbles u (0..15, a valid int8): sum((u - 8) * a) = sum(u * a)
+ * - 8 * sum(a), the correction -8 * sum(a) of each (token, block) computed once per call and
+ * used as the initial value of the integer accumulators: exact integers, so the block sum
+ * equals the reference's sumi. The float part per lane is the reference's acc = acc +
+ * (float)sumi * (d_w * d_a), blocks in order, no FMA (the including files forbid contraction
+ * and only use vmulq/vaddq). */
+#ifndef KZ_QUANT_ARM_P16_Q_H
+#define KZ_QUANT_ARM_P16_Q_H
+#include <arm_neon.h>
+#include <stdint.h>
+
+#include "quant_arm_q.h" /* ld16, KZ_INL, KZ_UNROLL */
+
+#define P16_BB 288 /* bytes of one 16-row block: 4 x 64 nibble bytes + 16 fp16 scales */
+#define P16_CH 64  /* blocks per chunk (precomputed corrections, partial sums kept in y) */
+#define P16_TG 64  /* tokens per correction group (stride of the per-block token arrays) */
+
+/* -8 * sum of the 32 activation int8 of a Q8_0 block */
+KZ_INL int32_t p16_corr(const uint8_t *ab) {
+    const int16x8_t s = vpaddlq_s8(vld1q_s8((const int8_t *)(ab + 2)));
+    return -8 * vaddlvq_s16(vpadalq_s8(s, vld1q_s8((const int8_t *)(ab + 18))));
+}
+
+/* the 16 rows' fp16 scales of a packed block as 4 x 4 floats (exact conversion) */
+KZ_INL void p16_dw(const uint8_t *p, float32x4_t dw[4]) {
+    const float16x8_t h0 = vreinterpretq_f16_u8(vld1q_u8(p + 256)), h1 = vreinterpretq_f16_u8(vld1q_u8(p + 272));
+    dw[0] = vcvt_f32_f16(vget_low_f16(h0));
+    dw[1] = vcvt_high_f32_f16(h0);
+    dw[2] = vcvt_f32_f16(vget_low_f16(h1));
+    dw[3] = vcvt_high_f32_f16(h1);
+}
+
+/* corrections and activation scales of tokens [0, ntp) x blocks [b0, b0 + nbc) of the
+ * activation rows a (stride as), stored at [b * P16_TG + t]; tokens from nt on (padding up to
+ * a whole tile) repeat the last real token */
+KZ_INL void p16_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, int nbc, int32_t *corr, float *dact) {
+    for (int t = 0; t < ntp; t++) {
+        const uint8_t *at = a + (size_t)(t < nt ? t : nt - 1) * as + (size_t)b0 * 34;
+        for (int b = 0; b < nbc; b++) {
+            corr[b * P16_TG + t] = p16_corr(at + (size_t)b * 34);
+            dact[b * P16_TG + t] = kz_fp16_to_f32(ld16(at + (size_t)b * 34));
+        }
+    }
+}
+#endif
