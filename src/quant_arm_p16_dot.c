@@ -143,50 +143,25 @@ static __attribute__((noinline)) void p16_tile8x4(int nbc, const uint8_t *p, con
     acc[7] = c7;
 }
 
-/* nt >= 2 tokens: per chunk of blocks, corrections for the token group, then every 8-row half
- * group x 4-token tile; partial sums go through y between chunks (an exact float round trip) */
-static void p16_gemm(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t *a, size_t as, int64_t nt, float *y,
-                     int64_t ldy) {
-    const int64_t nb = n / 32;
-    int32_t corr[P16_CH * P16_TG];
-    float dact[P16_CH * P16_TG];
-    for (int64_t tg = 0; tg < nt; tg += P16_TG) {
-        const int ntg = nt - tg < P16_TG ? (int)(nt - tg) : P16_TG;
-        const int ntp = (ntg + 3) & ~3;
-        const uint8_t *ag = a + (size_t)tg * as;
-        for (int64_t b0 = 0; b0 < nb; b0 += P16_CH) {
-            const int nbc = nb - b0 < P16_CH ? (int)(nb - b0) : P16_CH;
-            p16_prep(ag, as, ntg, ntp, b0, nbc, corr, dact);
-            for (int64_t r0 = 0; r0 < nr; r0 += 8) {
-                const int h = (int)(r0 % 16) / 8;
-                const uint8_t *pg = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * P16_BB;
-                for (int t0 = 0; t0 < ntg; t0 += 4) {
-                    const int tv = ntg - t0 < 4 ? ntg - t0 : 4;
-                    const uint8_t *ap[4];
-                    float *yp[4];
-                    float32x4_t acc[8];
-                    for (int t = 0; t < 4; t++) {
-                        const int tt = t0 + (t < tv ? t : tv - 1);
-                        ap[t] = ag + (size_t)tt * as + (size_t)b0 * 34;
-                        yp[t] = y + (tg + tt) * ldy + r0;
-                        acc[2 * t] = b0 ? vld1q_f32(yp[t]) : vdupq_n_f32(0.0f);
-                        acc[2 * t + 1] = b0 ? vld1q_f32(yp[t] + 4) : vdupq_n_f32(0.0f);
-                    }
-                    p16_tile8x4(nbc, pg + 32 * h, pg + 256 + 16 * h, ap, corr + t0, dact + t0, acc);
-                    for (int t = 0; t < tv; t++) {
-                        vst1q_f32(yp[t], acc[2 * t]);
-                        vst1q_f32(yp[t] + 4, acc[2 * t + 1]);
-                    }
-                }
-            }
-        }
+/* one tile for p16_prefill: partial sums in and out as 8 rows per token (lane = row) */
+static void p16_tile(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4], const int32_t *corr,
+                     const float *dact, float *const yp[4], int tv, int resume) {
+    float32x4_t acc[8];
+    for (int t = 0; t < 4; t++) {
+        acc[2 * t] = resume ? vld1q_f32(yp[t]) : vdupq_n_f32(0.0f);
+        acc[2 * t + 1] = resume ? vld1q_f32(yp[t] + 4) : vdupq_n_f32(0.0f);
+    }
+    p16_tile8x4(nbc, w, dw, ap, corr, dact, acc);
+    for (int t = 0; t < tv; t++) {
+        vst1q_f32(yp[t], acc[2 * t]);
+        vst1q_f32(yp[t] + 4, acc[2 * t + 1]);
     }
 }
 
 void kz_dotprod_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
                               int64_t ldy) {
     if (nt >= 2) {
-        p16_gemm(n, pk, nr, a, as, nt, y, ldy);
+        p16_prefill(n, pk, nr, a, as, nt, y, ldy, p16_tile);
         return;
     }
     if (nt == 1) p16_gemv(n / 32, pk, nr, a, y);

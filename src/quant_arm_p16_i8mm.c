@@ -103,58 +103,32 @@ static __attribute__((noinline)) void mm_tile8x4(int nbc, const uint8_t *p, cons
     acc[7] = c7;
 }
 
-/* nt >= 2 tokens: the loop structure of the SDOT prefill (quant_arm_p16_dot.c); the SMMLA
- * lanes are regrouped into per-token row vectors with zips when loaded from / stored to y */
-static void mm_gemm(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t *a, size_t as, int64_t nt, float *y,
-                    int64_t ldy) {
-    const int64_t nb = n / 32;
-    int32_t corr[P16_CH * P16_TG];
-    float dact[P16_CH * P16_TG];
-    for (int64_t tg = 0; tg < nt; tg += P16_TG) {
-        const int ntg = nt - tg < P16_TG ? (int)(nt - tg) : P16_TG;
-        const int ntp = (ntg + 3) & ~3;
-        const uint8_t *ag = a + (size_t)tg * as;
-        for (int64_t b0 = 0; b0 < nb; b0 += P16_CH) {
-            const int nbc = nb - b0 < P16_CH ? (int)(nb - b0) : P16_CH;
-            p16_prep(ag, as, ntg, ntp, b0, nbc, corr, dact);
-            for (int64_t r0 = 0; r0 < nr; r0 += 8) {
-                const int h = (int)(r0 % 16) / 8;
-                const uint8_t *pg = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * P16_BB;
-                for (int t0 = 0; t0 < ntg; t0 += 4) {
-                    const int tv = ntg - t0 < 4 ? ntg - t0 : 4;
-                    const uint8_t *ap[4];
-                    float *yp[4];
-                    for (int t = 0; t < 4; t++) {
-                        const int tt = t0 + (t < tv ? t : tv - 1);
-                        ap[t] = ag + (size_t)tt * as + (size_t)b0 * 34;
-                        yp[t] = y + (tg + tt) * ldy + r0;
-                    }
-                    float32x4_t acc[8];
-                    for (int i = 0; i < 8; i++) acc[i] = vdupq_n_f32(0.0f);
-                    if (b0) /* rows 4k.. of tokens 2tp, 2tp+1 -> row pairs 2k, 2k+1 of token pair tp */
-                        for (int k = 0; k < 2; k++)
-                            for (int tp = 0; tp < 2; tp++) {
-                                const float32x4_t u = vld1q_f32(yp[2 * tp] + 4 * k), v = vld1q_f32(yp[2 * tp + 1] + 4 * k);
-                                acc[2 * (2 * k) + tp] = vzip1q_f32(u, v);
-                                acc[2 * (2 * k + 1) + tp] = vzip2q_f32(u, v);
-                            }
-                    mm_tile8x4(nbc, pg + 32 * h, pg + 256 + 16 * h, ap, corr + t0, dact + t0, acc);
-                    for (int k = 0; k < 2; k++)
-                        for (int tp = 0; tp < 2; tp++) {
-                            const float32x4_t e = acc[2 * (2 * k) + tp], o = acc[2 * (2 * k + 1) + tp];
-                            if (2 * tp < tv) vst1q_f32(yp[2 * tp] + 4 * k, vuzp1q_f32(e, o));
-                            if (2 * tp + 1 < tv) vst1q_f32(yp[2 * tp + 1] + 4 * k, vuzp2q_f32(e, o));
-                        }
-                }
+/* one tile for p16_prefill: the SMMLA accumulators hold 2 rows x 2 tokens each, so the partial
+ * sums are regrouped with zips when read from y and unzipped into per-token rows when written */
+static void mm_tile(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4], const int32_t *corr,
+                    const float *dact, float *const yp[4], int tv, int resume) {
+    float32x4_t acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = vdupq_n_f32(0.0f);
+    if (resume) /* rows 4k.. of tokens 2tp, 2tp+1 -> row pairs 2k, 2k+1 of token pair tp */
+        for (int k = 0; k < 2; k++)
+            for (int tp = 0; tp < 2; tp++) {
+                const float32x4_t u = vld1q_f32(yp[2 * tp] + 4 * k), v = vld1q_f32(yp[2 * tp + 1] + 4 * k);
+                acc[2 * (2 * k) + tp] = vzip1q_f32(u, v);
+                acc[2 * (2 * k + 1) + tp] = vzip2q_f32(u, v);
             }
+    mm_tile8x4(nbc, w, dw, ap, corr, dact, acc);
+    for (int k = 0; k < 2; k++)
+        for (int tp = 0; tp < 2; tp++) {
+            const float32x4_t e = acc[2 * (2 * k) + tp], o = acc[2 * (2 * k + 1) + tp];
+            if (2 * tp < tv) vst1q_f32(yp[2 * tp] + 4 * k, vuzp1q_f32(e, o));
+            if (2 * tp + 1 < tv) vst1q_f32(yp[2 * tp + 1] + 4 * k, vuzp2q_f32(e, o));
         }
-    }
 }
 
 void kz_i8mm_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
                            int64_t ldy) {
     if (nt >= 2) {
-        mm_gemm(n, pk, nr, a, as, nt, y, ldy);
+        p16_prefill(n, pk, nr, a, as, nt, y, ldy, mm_tile); /* the SDOT kernel's loop, SMMLA tiles */
         return;
     }
     kz_dotprod_gemm_q4_0_p16(n, pk, nr, a, as, nt, y, ldy); /* decode: lane = row SDOT GEMV */

@@ -45,4 +45,45 @@ KZ_INL void p16_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, i
         }
     }
 }
+
+/* One 8-row x 4-token tile over a chunk of nbc blocks: w = the half group's first nibble dword
+ * column, dw = its 8 fp16 scales, ap[t] = token t's activation blocks, corr / dact = the chunk's
+ * per-(block, token) terms at [b * P16_TG + t]; reads the partial sums of the tile's rows from
+ * yp[t] when `resume` (later chunks), writes those of the tv real tokens back. */
+typedef void (*p16_tile_fn)(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4],
+                            const int32_t *corr, const float *dact, float *const yp[4], int tv, int resume);
+
+/* The prefill loop of both packed kernels (n_tok >= 2): per group of up to P16_TG tokens and
+ * chunk of P16_CH blocks the corrections, then every 8-row half group x 4-token tile; partial
+ * sums go through y between chunks (an exact float round trip). Inlined with a constant tile. */
+KZ_INL void p16_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t *a, size_t as, int64_t nt, float *y,
+                        int64_t ldy, p16_tile_fn tile) {
+    const int64_t nb = n / 32;
+    int32_t corr[P16_CH * P16_TG];
+    float dact[P16_CH * P16_TG];
+    for (int64_t tg = 0; tg < nt; tg += P16_TG) {
+        const int ntg = nt - tg < P16_TG ? (int)(nt - tg) : P16_TG;
+        const int ntp = (ntg + 3) & ~3;
+        const uint8_t *ag = a + (size_t)tg * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += P16_CH) {
+            const int nbc = nb - b0 < P16_CH ? (int)(nb - b0) : P16_CH;
+            p16_prep(ag, as, ntg, ntp, b0, nbc, corr, dact);
+            for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+                const int h = (int)(r0 % 16) / 8;
+                const uint8_t *pg = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * P16_BB;
+                for (int t0 = 0; t0 < ntg; t0 += 4) {
+                    const int tv = ntg - t0 < 4 ? ntg - t0 : 4;
+                    const uint8_t *ap[4];
+                    float *yp[4];
+                    for (int t = 0; t < 4; t++) {
+                        const int tt = t0 + (t < tv ? t : tv - 1); /* padding repeats the last token */
+                        ap[t] = ag + (size_t)tt * as + (size_t)b0 * 34;
+                        yp[t] = y + (tg + tt) * ldy + r0;
+                    }
+                    tile(nbc, pg + 32 * h, pg + 256 + 16 * h, ap, corr + t0, dact + t0, yp, tv, b0 > 0);
+                }
+            }
+        }
+    }
+}
 #endif
