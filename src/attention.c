@@ -149,9 +149,13 @@ KZ_AINL v8f ld8(const float *p) {
     memcpy(&v, p, sizeof v);
     return v;
 }
-KZ_AINL void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+/* vectors by pointer: a 32-byte vector argument draws GCC's ABI note where not inlined */
+KZ_AINL void st8(float *p, const v8f *v) { memcpy(p, v, sizeof *v); }
 /* kz_dot8's reduction of its 8 partial sums */
-KZ_AINL float hsum8(v8f a) { return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7])); }
+KZ_AINL float hsum8(const v8f *p) {
+    const v8f a = *p;
+    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
 
 /* out[r * ldo] = kz_dot8(q + r * ldq, k, n) * scale for r < 4: the four query heads of a group
  * share one pass over the key row, each sum in kz_dot8's order (same bits) */
@@ -168,7 +172,7 @@ KZ_AINL void dot8x4(const float *q, size_t ldq, const float *k, int n, float sca
     }
     const v8f a[4] = {a0, a1, a2, a3};
     for (int r = 0; r < 4; r++) {
-        float s = hsum8(a[r]);
+        float s = hsum8(&a[r]);
         for (int j = i; j < n; j++) s += qq[r][j] * k[j];
         out[(size_t)r * ldo] = s * scale;
     }
@@ -196,8 +200,8 @@ KZ_AINL void axpy_block4(float *acc, int hd, const float *w, size_t ldw, const f
             x3 += w3 * va;
             z3 += w3 * vb;
         }
-        st8(y0, x0), st8(y1, x1), st8(y2, x2), st8(y3, x3);
-        st8(y0 + 8, z0), st8(y1 + 8, z1), st8(y2 + 8, z2), st8(y3 + 8, z3);
+        st8(y0, &x0), st8(y1, &x1), st8(y2, &x2), st8(y3, &x3);
+        st8(y0 + 8, &z0), st8(y1 + 8, &z1), st8(y2 + 8, &z2), st8(y3 + 8, &z3);
     }
     for (; c < hd; c++)
         for (int r = 0; r < 4; r++) {
