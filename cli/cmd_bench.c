@@ -316,7 +316,7 @@ int cmd_bench(int argc, char **argv) {
      * GB/s over the median of its samples (the median: a pass that waited for the host now and
      * then does not move it). */
     uint64_t rss_before_bws = 0;
-    const wbytes_t wb0 = weight_bytes(m);
+    const wbytes_t wb = weight_bytes(m);
     if (n > 0 && membw_every > 0 && membw_given <= 0 && !no_membw) {
         struct rusage ru0;
         getrusage(RUSAGE_SELF, &ru0);
@@ -386,7 +386,7 @@ int cmd_bench(int argc, char **argv) {
             tg[r] = n > 0 ? (double)n / (dec_s > 0 ? dec_s : 1e-9) : 0;
             if (bws && n > 0 && dec_s > 0) {
                 const bstats rb = stats_of(isamp + run_s0, (int)(n_isamp - run_s0));
-                eff[r] = rb.median > 0 ? 100.0 * (double)wb0.total * (double)n / dec_s / (rb.median * 1e9) : 0;
+                eff[r] = rb.median > 0 ? 100.0 * (double)wb.total * (double)n / dec_s / (rb.median * 1e9) : 0;
             }
         }
     }
@@ -407,7 +407,6 @@ int cmd_bench(int argc, char **argv) {
         }
         const bstats se = stats_of(eff, (int)runs), si = stats_of(isamp, (int)n_isamp);
         const int have_eff = n > 0 && n_isamp > 0;
-        wbytes_t wb = weight_bytes(m);
         /* Other memory a decode step moves, not in the roofline's weight bytes: the GDN conv and
          * recurrent state, read and written once per token, and the KV rows attention reads, at
          * the mean decode depth p + (n-1)/2 (the row a step writes is not counted). */
@@ -417,7 +416,7 @@ int cmd_bench(int argc, char **argv) {
                                  (double)hp->ssm_conv_dim * (hp->ssm_d_conv > 0 ? hp->ssm_d_conv - 1 : 0));
         const double kv_bytes = 2.0 * hp->n_attn_layers * (double)hp->n_head_kv *
                                 (double)kz_kv_type_row_bytes((int)kv, hp->head_dim) * ((double)p + 0.5 * (double)(n - 1) + 1.0);
-        const double all_bytes = (double)wb.total + st_bytes + kv_bytes;
+        const double all_pct = se.median * ((double)wb.total + st_bytes + kv_bytes) / (double)wb.total;
         char desc[1024];
         kz_model_describe(m, desc, sizeof desc);
         char arch[32]; /* copied: the model is freed before printing */
@@ -465,7 +464,7 @@ int cmd_bench(int argc, char **argv) {
             if (n > 0)
                 fprintf(f, "  \"state_bytes_per_token\": %.0f,\n  \"kv_read_bytes_per_token\": %.0f,\n", st_bytes, kv_bytes);
             if (have_eff) {
-                fprintf(f, "  \"decode_all_traffic_pct_interleaved\": %.4g,\n", se.median * all_bytes / (double)wb.total);
+                fprintf(f, "  \"decode_all_traffic_pct_interleaved\": %.4g,\n", all_pct);
                 json_stats(f, "decode_bw_pct_interleaved", &se, eff, (int)runs);
                 json_stats(f, "membw_interleaved_gbs", &si, isamp, (int)n_isamp);
                 fprintf(f, "  \"membw_every\": %ld,\n", membw_every);
@@ -507,7 +506,7 @@ int cmd_bench(int argc, char **argv) {
                        membw_every, n_isamp, si.median, si.min, si.max, se.median, se.min, se.max);
                 printf("  with the recurrent state (%.1f MiB read + written) and KV reads (%.1f MiB at the mean depth) "
                        "also counted: %.1f%%\n", st_bytes / 1048576.0, kv_bytes / 1048576.0,
-                       se.median * all_bytes / (double)wb.total);
+                       all_pct);
             }
             printf("peak RSS: %.1f MiB\n", rss / 1048576.0);
             if (repack)

@@ -33,18 +33,14 @@ void *kz_kv_row(const kz_kv_layer *kv, int which, int g, int pos) {
 void kz_kv_store(kz_kv_layer *kv, int pos, const float *k, const float *v) {
     const int hd = kv->head_dim;
     /* the active level's f32 -> F16 row conversion (F16C / FCVTN): the reference's bytes */
-    const kz_qtraits *f16 = kv->type == KZ_KV_F16 ? kz_qtraits_get(KZ_T_F16) : NULL;
+    const kz_qtraits *f16 = kz_qtraits_get(KZ_T_F16); /* every level has F16 */
     for (int g = 0; g < kv->n_head_kv; g++) {
         const size_t o = row_off(kv, g, pos);
         const float *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
         if (kv->type == KZ_KV_F16) {
             uint16_t *kd = (uint16_t *)kv->k + o, *vd = (uint16_t *)kv->v + o;
-            if (f16) {
-                f16->quant(kg, kd, hd);
-                f16->quant(vg, vd, hd);
-            } else {
-                for (int i = 0; i < hd; i++) { kd[i] = kz_f32_to_fp16(kg[i]); vd[i] = kz_f32_to_fp16(vg[i]); }
-            }
+            f16->quant(kg, kd, hd);
+            f16->quant(vg, vd, hd);
         } else if (kv->type == KZ_KV_Q8_0) {
             /* the reference quantizer (same bytes as llama.cpp's q8_0 cache rows) */
             kz_quant_row(KZ_T_Q8_0, kg, kz_kv_row(kv, 0, g, pos), hd);

@@ -476,8 +476,7 @@ static void attn_fn(void *arg, int ith, int nth) {
     }
 }
 
-/* prefill: item = (query block of KZ_ATTN_BQ tokens, kv head g), tiled attention + output gate;
- * strided items because later blocks see more positions */
+/* prefill: item = (query block of KZ_ATTN_BQ tokens, kv head g), tiled attention + output gate */
 static void attn_tile_fn(void *arg, int ith, int nth) {
     (void)nth;
     attn_task *a = arg;
@@ -547,37 +546,32 @@ static void gdn_in_fn(void *arg, int ith, int nth) {
         }
 }
 
-/* the delta rule for a range of value heads, then the gated RMSNorm of those heads' outputs;
- * threads take one value head at a time from a shared counter */
-static void gdn_core_heads(const gdn_task *a, const kz_gdn_shape *shp, int ith, long lo, long hi);
+/* the delta rule for one value head at a time (taken from a shared counter), then the gated
+ * RMSNorm of that head's outputs */
 static void gdn_core_fn(void *arg, int ith, int nth) {
     (void)nth;
     gdn_task *a = arg;
     const kz_hparams *hp = &a->s->m->hp;
     const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
-    for (long lo; (lo = kz_dyn_take(&a->next, 1)) < sh.n_v_heads;)
-        gdn_core_heads(a, &sh, ith, lo, lo + 1);
-}
-
-static void gdn_core_heads(const gdn_task *a, const kz_gdn_shape *shp, int ith, long lo, long hi) {
-    const kz_hparams *hp = &a->s->m->hp;
-    const kz_gdn_shape sh = *shp;
-    const float *y = a->s->t3;
-    const size_t kd = (size_t)hp->ssm_key_dim, Hv = (size_t)sh.n_v_heads;
-    /* t5 holds per token [beta (Hv) | g (Hv)] */
-    if (a->n >= 2)
-        kz_gdn_chunked(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
-                       a->s->t4, a->s->ld4, (int)lo, (int)hi, a->s->gdn_scr + (size_t)ith * a->s->gdn_scr_per_thread);
-    else
-        kz_gdn_recurrent(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
-                         a->s->t4, a->s->ld4, (int)lo, (int)hi);
-    const int dv = sh.dv;
-    for (int t = 0; t < a->n; t++)
-        for (long j = lo; j < hi; j++) {
-            float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)j * dv;
-            const float *z = a->s->t2 + (size_t)t * a->s->ld2 + (size_t)j * dv;
-            kz_rmsnorm_gated(o, z, a->ly->ssm_norm, dv, hp->rms_eps);
-        }
+    for (long lo; (lo = kz_dyn_take(&a->next, 1)) < sh.n_v_heads;) {
+        const long hi = lo + 1;
+        const float *y = a->s->t3;
+        const size_t kd = (size_t)hp->ssm_key_dim, Hv = (size_t)sh.n_v_heads;
+        /* t5 holds per token [beta (Hv) | g (Hv)] */
+        if (a->n >= 2)
+            kz_gdn_chunked(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
+                           a->s->t4, a->s->ld4, (int)lo, (int)hi, a->s->gdn_scr + (size_t)ith * a->s->gdn_scr_per_thread);
+        else
+            kz_gdn_recurrent(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
+                             a->s->t4, a->s->ld4, (int)lo, (int)hi);
+        const int dv = sh.dv;
+        for (int t = 0; t < a->n; t++)
+            for (long j = lo; j < hi; j++) {
+                float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)j * dv;
+                const float *z = a->s->t2 + (size_t)t * a->s->ld2 + (size_t)j * dv;
+                kz_rmsnorm_gated(o, z, a->ly->ssm_norm, dv, hp->rms_eps);
+            }
+    }
 }
 
 /* ---------------- layers ---------------- */

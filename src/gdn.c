@@ -76,17 +76,11 @@ static void conv_blocked(int c0, int c1, int T, int K, const float *x, size_t ld
  * a single token. Same sum order: w[K-1] x + w[0] s[0] + ... + w[K-2] s[K-2]. */
 static void conv_one(int c0, int c1, int K, const float *x, float *y, const float *w, const float *state) {
     const int ks = K - 1;
-    if (K == 4) /* Qwen3.5's kernel: taps and state of a channel as 4 + 3 contiguous floats */
-        for (int c = c0; c < c1; c++) {
-            const float *wc = w + (size_t)c * 4, *st = state + (size_t)c * 3;
-            y[c] = ((wc[3] * x[c] + wc[0] * st[0]) + wc[1] * st[1]) + wc[2] * st[2];
-        }
-    else
-        for (int c = c0; c < c1; c++) {
-            float acc = w[(size_t)c * K + ks] * x[c];
-            for (int i = 0; i < ks; i++) acc += w[(size_t)c * K + i] * state[(size_t)c * ks + i];
-            y[c] = acc;
-        }
+    for (int c = c0; c < c1; c++) {
+        float acc = w[(size_t)c * K + ks] * x[c];
+        for (int i = 0; i < ks; i++) acc += w[(size_t)c * K + i] * state[(size_t)c * ks + i];
+        y[c] = acc;
+    }
     kz_silu_row(y + c0, y + c0, c1 - c0);
 }
 

@@ -3,6 +3,7 @@
  * contexts can compute concurrently. */
 #ifndef KZ_THREADPOOL_H
 #define KZ_THREADPOOL_H
+#include <stdatomic.h>
 typedef struct kz_pool kz_pool;
 typedef void (*kz_task_fn)(void *arg, int ith, int nth);
 kz_pool *kz_pool_new(int n_threads); /* n_threads <= 0: online CPUs */
@@ -19,7 +20,6 @@ static inline void kz_split(long n, int ith, int nth, long *lo, long *hi) {
  * the task holds, so a thread that starts late (woken from sleep, preempted, or a slower core
  * of a big.LITTLE phone) simply takes fewer; results must not depend on who runs an item.
  * Set .next to 0 before kz_pool_run. */
-#include <stdatomic.h>
 typedef struct {
     atomic_long next;
 } kz_dyn;
