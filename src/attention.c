@@ -3,6 +3,7 @@
 #include <string.h>
 #include "../include/kazeia.h"
 #include "attention.h"
+#include "attention_isa.h"
 #include "cpu.h"
 #include "fp16.h"
 #include "ops.h"
@@ -110,20 +111,6 @@ KZ_AINL void axpy(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-/* max(m, s[0..n)): 8 running maxima (exact, so the same value as a serial scan) */
-KZ_AINL float row_max(const float *s, float m, int n) {
-    float mm[8];
-    for (int l = 0; l < 8; l++) mm[l] = m;
-    int j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++) mm[l] = s[j + l] > mm[l] ? s[j + l] : mm[l];
-    for (; j < n; j++) m = s[j] > m ? s[j] : m;
-    for (int l = 0; l < 8; l++) m = mm[l] > m ? mm[l] : m;
-    return m;
-}
-
-
-
 /* V rows converted to f32 per block of the decode partial (16 x 256 floats stay in L1) */
 #define KZ_ATTN_VB 16
 
@@ -224,7 +211,7 @@ KZ_AINL void attn_partial_body(const kz_kv_layer *kv, int g, int p0, int p1, con
     }
     for (int r = 0; r < n_rep; r++) {
         float *s = sc + (size_t)r * n;
-        const float mx = row_max(s + 1, s[0], n - 1);
+        const float mx = kz_row_max(s + 1, s[0], n - 1);
         double sum = kz_exp_sum(s, mx, n);
         ml[2 * r] = mx;
         ml[2 * r + 1] = (float)sum;
@@ -251,6 +238,8 @@ __attribute__((target("avx2"))) static void attn_partial_avx2(const kz_kv_layer 
 void kz_attn_partial(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
                      float *ml, float *acc, float *scratch) {
 #if defined(__x86_64__) && defined(__GNUC__)
+    if (kz_isa_active() == KZ_ISA_AVX512 && kz_attn_partial_avx512(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch))
+        return;
     if (kz_isa_active() == KZ_ISA_AVX2 || kz_isa_active() == KZ_ISA_AVX512) {
         attn_partial_avx2(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch);
         return;
@@ -322,7 +311,7 @@ void kz_attn_tile(const kz_kv_layer *kv, int g, int pos0, int nt, const float *q
                 rs[i] = 1.0f;
                 continue;
             }
-            const float m = row_max(si, mx[i], nv);
+            const float m = kz_row_max(si, mx[i], nv);
             rs[i] = kz_exp(mx[i] - m); /* exp(-inf) = 0 on the first block */
             const float l = (float)kz_exp_sum(si, m, nv);
             for (int j = nv; j < nb; j++) si[j] = 0.0f;

@@ -74,12 +74,17 @@ static void conv_blocked(int c0, int c1, int T, int K, const float *x, size_t ld
 /* decode (one token): the taps read in place, then SiLU over the row (kz_silu_row, the same
  * kz_silu per element). The transposed copies of conv_blocked cost more than the conv itself for
  * a single token. Same sum order: w[K-1] x + w[0] s[0] + ... + w[K-2] s[K-2]. */
-static void conv_one(int c0, int c1, int K, const float *x, float *y, const float *w, const float *state) {
+static void conv_one(int c0, int c1, int K, const float *x, float *y, const float *w, float *state) {
     const int ks = K - 1;
     for (int c = c0; c < c1; c++) {
+        float *st = state + (size_t)c * ks;
         float acc = w[(size_t)c * K + ks] * x[c];
-        for (int i = 0; i < ks; i++) acc += w[(size_t)c * K + i] * state[(size_t)c * ks + i];
+        for (int i = 0; i < ks; i++) acc += w[(size_t)c * K + i] * st[i];
         y[c] = acc;
+        /* the state moves on by one input in place (a memmove call per channel cost more than
+         * the conv) */
+        for (int i = 0; i + 1 < ks; i++) st[i] = st[i + 1];
+        if (ks > 0) st[ks - 1] = x[c];
     }
     kz_silu_row(y + c0, y + c0, c1 - c0);
 }
@@ -87,8 +92,11 @@ static void conv_one(int c0, int c1, int K, const float *x, float *y, const floa
 void kz_gdn_conv(int c0, int c1, int T, int K, const float *x, size_t ldx, float *y, size_t ldy,
                  const float *w, float *state) {
     const int ks = K - 1;
-    if (T == 1) conv_one(c0, c1, K, x, y, w, state);
-    else if (K <= CONV_KMAX) conv_blocked(c0, c1, T, K, x, ldx, y, ldy, w, state);
+    if (T == 1) {
+        conv_one(c0, c1, K, x, y, w, state); /* state updated there */
+        return;
+    }
+    if (K <= CONV_KMAX) conv_blocked(c0, c1, T, K, x, ldx, y, ldy, w, state);
     else conv_plain(c0, c1, T, K, x, ldx, y, ldy, w, state);
     /* new state = last K-1 raw inputs of [state, x_0..x_{T-1}] */
     for (int c = c0; c < c1; c++) {

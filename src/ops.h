@@ -101,6 +101,17 @@ KZ_AINL void kz_scale_to(float *restrict y, const float *restrict x, float a, in
         for (int l = 0; l < 8; l++) y[i + l] = a * x[i + l];
     for (; i < n; i++) y[i] = a * x[i];
 }
+/* max(m, s[0..n)): 8 running maxima, combined in a fixed order */
+KZ_AINL float kz_row_max(const float *s, float m, int n) {
+    float mm[8];
+    for (int l = 0; l < 8; l++) mm[l] = m;
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) mm[l] = s[j + l] > mm[l] ? s[j + l] : mm[l];
+    for (; j < n; j++) m = s[j] > m ? s[j] : m;
+    for (int l = 0; l < 8; l++) m = mm[l] > m ? mm[l] : m;
+    return m;
+}
 /* s[j] = e^(s[j] - m) for j < n, returns their sum (8 partial sums in double, fixed order) */
 KZ_AINL double kz_exp_sum(float *s, float m, int n) {
     double acc[8] = {0};

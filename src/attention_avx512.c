@@ -1,0 +1,167 @@
+/* Decode attention partial (kz_attn_partial) with AVX-512: the same numbers as the generic body
+ * in attention.c, bit for bit, with a fraction of its instructions.
+ *
+ * Why a separate kernel: the generic body (8-lane GNU vectors) converts each block of F16 rows
+ * into a float buffer, then every multiply takes one operand from memory. On Zen 4 that made
+ * the K pass load-bound (~120 cycles per key row for the 4 query heads of a group, where the FP
+ * pipes need 64) and the conversion pass alone ~100 cycles per position. Here the F16 rows are
+ * converted in registers (VCVTPH2PS) as they are read, 4 key rows share each query chunk held
+ * in registers (32 vector registers), and two rows ride in one zmm.
+ *
+ * Same bits as the generic body: each score is kz_dot8's 8-lane partial sums, in the same order,
+ * reduced by the same tree ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)), times scale; the PV sums run
+ * over positions in order, one product then one add per element (no FMA: contraction is off in
+ * ISO C mode and the intrinsics are separate multiplies and adds). F16 -> f32 is exact for
+ * every half but a signalling NaN, which VCVTPH2PS quiets where the reference keeps it; the
+ * first multiply would quiet it anyway, with the same payload, so the results agree. */
+#include "attention_isa.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "../include/kazeia.h"
+#include "ops.h"
+
+#define T512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,f16c,avx2,fma")))
+
+/* rows a and b (8 values from column i) as one zmm: a in the low half */
+T512 static inline __m512 ld_pair(const kz_kv_layer *kv, const void *ra, const void *rb, int i) {
+    if (kv->type == KZ_KV_F16) {
+        const __m128i ha = _mm_loadu_si128((const __m128i *)((const uint16_t *)ra + i));
+        const __m128i hb = _mm_loadu_si128((const __m128i *)((const uint16_t *)rb + i));
+        return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(ha), hb, 1));
+    }
+    const __m256 fa = _mm256_loadu_ps((const float *)ra + i), fb = _mm256_loadu_ps((const float *)rb + i);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(fa), fb, 1);
+}
+
+/* 16 consecutive values of a row from column c */
+T512 static inline __m512 ld_row16(const kz_kv_layer *kv, const void *r, int c) {
+    if (kv->type == KZ_KV_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)r + c)));
+    return _mm512_loadu_ps((const float *)r + c);
+}
+
+/* lane 0 of each 8-lane half = hsum8 of that half (kz_dot8's tree, exactly) */
+T512 static inline __m512 hsum8_pairs(__m512 a) {
+    a = _mm512_add_ps(a, _mm512_shuffle_f32x4(a, a, _MM_SHUFFLE(2, 3, 0, 1))); /* l + (l+4) */
+    a = _mm512_add_ps(a, _mm512_permute_ps(a, _MM_SHUFFLE(2, 3, 0, 1)));       /* pairs */
+    return _mm512_add_ps(a, _mm512_permute_ps(a, _MM_SHUFFLE(1, 0, 3, 2)));    /* halves */
+}
+
+/* scores of 4 key rows (rows[0..3]; repeats fill a short tail, only nrows are written) for the
+ * 4 query heads: out[r * ldo + j]. Two row pairs x 4 heads = 8 accumulators; each query chunk
+ * is loaded once for the 4 rows. */
+T512 static inline void dot_rows4(const kz_kv_layer *kv, const void *const *rows, const float *q2, int hd,
+                                  float scale, float *out, size_t ldo, int nrows, const char *pf_k, const char *pf_v,
+                                  size_t pf_step) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int i = 0; i < hd; i += 8) {
+        /* the 4 rows span hd / 8 * pf_step bytes: a slice per step of a later K group into L1
+         * and of this group's V rows into L2 (read after the K pass) */
+        for (size_t o = 0; o < pf_step; o += 64) {
+            if (pf_k) _mm_prefetch(pf_k + (size_t)i / 8 * pf_step + o, _MM_HINT_T0);
+            _mm_prefetch(pf_v + (size_t)i / 8 * pf_step + o, _MM_HINT_T1);
+        }
+        const __m512 k01 = ld_pair(kv, rows[0], rows[1], i), k23 = ld_pair(kv, rows[2], rows[3], i);
+        const float *qi = q2 + (size_t)i * 2;
+        __m512 qv = _mm512_loadu_ps(qi);
+        a0 = _mm512_add_ps(a0, _mm512_mul_ps(qv, k01));
+        b0 = _mm512_add_ps(b0, _mm512_mul_ps(qv, k23));
+        qv = _mm512_loadu_ps(qi + 2 * (size_t)hd);
+        a1 = _mm512_add_ps(a1, _mm512_mul_ps(qv, k01));
+        b1 = _mm512_add_ps(b1, _mm512_mul_ps(qv, k23));
+        qv = _mm512_loadu_ps(qi + 4 * (size_t)hd);
+        a2 = _mm512_add_ps(a2, _mm512_mul_ps(qv, k01));
+        b2 = _mm512_add_ps(b2, _mm512_mul_ps(qv, k23));
+        qv = _mm512_loadu_ps(qi + 6 * (size_t)hd);
+        a3 = _mm512_add_ps(a3, _mm512_mul_ps(qv, k01));
+        b3 = _mm512_add_ps(b3, _mm512_mul_ps(qv, k23));
+    }
+    const __m512 a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
+    for (int r = 0; r < 4; r++) {
+        float t[32];
+        _mm512_storeu_ps(t, hsum8_pairs(a[r]));
+        _mm512_storeu_ps(t + 16, hsum8_pairs(b[r]));
+        for (int j = 0; j < nrows; j++) out[(size_t)r * ldo + j] = t[8 * j] * scale;
+    }
+}
+
+/* acc_r[c..c+32) += sum_j w_r[j] v_j[c..c+32) for the 4 heads, j in order: 8 accumulators */
+T512 static inline void pv_cols32(const kz_kv_layer *kv, const void *const *rows, int nb, const float *w, size_t ldw,
+                                  float *acc, int hd, int c, const char *pf, size_t rb) {
+    float *y0 = acc + c, *y1 = y0 + hd, *y2 = y1 + hd, *y3 = y2 + hd;
+    __m512 x0 = _mm512_loadu_ps(y0), x1 = _mm512_loadu_ps(y1), x2 = _mm512_loadu_ps(y2), x3 = _mm512_loadu_ps(y3);
+    __m512 z0 = _mm512_loadu_ps(y0 + 16), z1 = _mm512_loadu_ps(y1 + 16), z2 = _mm512_loadu_ps(y2 + 16),
+           z3 = _mm512_loadu_ps(y3 + 16);
+    const size_t cb = rb / (size_t)hd * 32; /* bytes of 32 values */
+    for (int j = 0; j < nb; j++) {
+        /* the same columns of the next block's rows (the stride of a row defeats the hardware
+         * prefetchers) */
+        if (pf)
+            for (size_t o = 0; o < cb; o += 64) _mm_prefetch(pf + (size_t)j * rb + (size_t)c / 32 * cb + o, _MM_HINT_T0);
+        const __m512 va = ld_row16(kv, rows[j], c), vb = ld_row16(kv, rows[j], c + 16);
+        __m512 wr = _mm512_set1_ps(w[j]);
+        x0 = _mm512_add_ps(x0, _mm512_mul_ps(wr, va));
+        z0 = _mm512_add_ps(z0, _mm512_mul_ps(wr, vb));
+        wr = _mm512_set1_ps(w[ldw + j]);
+        x1 = _mm512_add_ps(x1, _mm512_mul_ps(wr, va));
+        z1 = _mm512_add_ps(z1, _mm512_mul_ps(wr, vb));
+        wr = _mm512_set1_ps(w[2 * ldw + j]);
+        x2 = _mm512_add_ps(x2, _mm512_mul_ps(wr, va));
+        z2 = _mm512_add_ps(z2, _mm512_mul_ps(wr, vb));
+        wr = _mm512_set1_ps(w[3 * ldw + j]);
+        x3 = _mm512_add_ps(x3, _mm512_mul_ps(wr, va));
+        z3 = _mm512_add_ps(z3, _mm512_mul_ps(wr, vb));
+    }
+    _mm512_storeu_ps(y0, x0), _mm512_storeu_ps(y1, x1), _mm512_storeu_ps(y2, x2), _mm512_storeu_ps(y3, x3);
+    _mm512_storeu_ps(y0 + 16, z0), _mm512_storeu_ps(y1 + 16, z1), _mm512_storeu_ps(y2 + 16, z2),
+        _mm512_storeu_ps(y3 + 16, z3);
+}
+
+#define KZ_AVX512_VB 16
+#define KZ_PF_ROWS 16 /* K prefetch distance in positions */ /* positions per block: their scores and the V pass's row pointers */
+
+T512 int kz_attn_partial_avx512(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq,
+                                float scale, float *ml, float *acc, float *scratch) {
+    const int hd = kv->head_dim, n_rep = kv->n_head / kv->n_head_kv, n = p1 - p0;
+    if (n_rep != 4 || hd % 32 || (kv->type != KZ_KV_F16 && kv->type != KZ_KV_F32) || n <= 0) return 0;
+    memset(acc, 0, (size_t)n_rep * hd * sizeof(float));
+    const size_t rb = kv->type == KZ_KV_F16 ? (size_t)hd * 2 : (size_t)hd * 4;
+    const char *kbase = (const char *)kv->k + ((size_t)g * kv->n_ctx + p0) * rb;
+    const char *vbase = (const char *)kv->v + ((size_t)g * kv->n_ctx + p0) * rb;
+    /* scratch: scores sc[r * n + t], then each query chunk of 8 twice (q2[r][i / 8][16]) so one
+     * load fills both halves of a pair's zmm (kz_attn_scratch_floats leaves KZ_ATTN_VB * hd
+     * floats after the scores; this needs 8 * hd) */
+    float *sc = scratch, *q2 = scratch + (size_t)n_rep * n;
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < hd; i += 8) {
+            const __m256 c = _mm256_loadu_ps(q + (size_t)r * ldq + i);
+            _mm512_storeu_ps(q2 + ((size_t)r * hd + i) * 2, _mm512_insertf32x8(_mm512_castps256_ps512(c), c, 1));
+        }
+    for (int t = 0; t < n; t += 4) {
+        const void *rows[4];
+        const int nr = n - t < 4 ? n - t : 4;
+        for (int j = 0; j < 4; j++) rows[j] = kbase + (size_t)(t + (j < nr ? j : nr - 1)) * rb;
+        /* the sequential prefetchers do not follow 4 rows read side by side: prefetch by hand,
+         * KZ_PF_ROWS positions ahead (a miss per row otherwise stalled the loop on every load) */
+        const char *pf_k = t + KZ_PF_ROWS + 4 <= n ? kbase + (size_t)(t + KZ_PF_ROWS) * rb : NULL;
+        dot_rows4(kv, rows, q2, hd, scale, sc + t, (size_t)n, nr, pf_k, vbase + (size_t)t * rb, 4 * rb * 8 / (size_t)hd);
+    }
+    for (int r = 0; r < 4; r++) {
+        float *s = sc + (size_t)r * n;
+        const float mx = kz_row_max(s + 1, s[0], n - 1);
+        ml[2 * r] = mx;
+        ml[2 * r + 1] = (float)kz_exp_sum(s, mx, n);
+    }
+    for (int t0 = 0; t0 < n; t0 += KZ_AVX512_VB) {
+        const int nb = n - t0 < KZ_AVX512_VB ? n - t0 : KZ_AVX512_VB;
+        const void *rows[KZ_AVX512_VB];
+        for (int j = 0; j < nb; j++) rows[j] = vbase + (size_t)(t0 + j) * rb;
+        const char *pf = t0 + 2 * KZ_AVX512_VB <= n ? vbase + (size_t)(t0 + KZ_AVX512_VB) * rb : NULL;
+        for (int c = 0; c < hd; c += 32) pv_cols32(kv, rows, nb, sc + t0, (size_t)n, acc, hd, c, pf, rb);
+    }
+    return 1;
+}
+#endif
