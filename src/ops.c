@@ -1,4 +1,25 @@
 #include "ops.h"
+#include "cpu.h"
+
+/* The row ops every decode token runs (norms, SiLU/SwiGLU, gates): one body, built twice on
+ * x86-64 - baseline (SSE2, 4 lanes) and AVX2 (8 lanes in one ymm) - and chosen from the active
+ * ISA level. Element-wise IEEE ops and the fixed 8-lane reductions below give the same bits in
+ * both builds (no contraction into FMA in ISO C mode). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KZ_ROW_OP(name, params, args)                                                          \
+    static inline __attribute__((always_inline)) void name##_body params;                      \
+    __attribute__((target("avx2"))) static void name##_avx2 params { name##_body args; }      \
+    void name params {                                                                         \
+        if (kz_isa_active() == KZ_ISA_AVX2 || kz_isa_active() == KZ_ISA_AVX512) name##_avx2 args; \
+        else name##_body args;                                                                 \
+    }                                                                                          \
+    static inline __attribute__((always_inline)) void name##_body params
+#else
+#define KZ_ROW_OP(name, params, args)                                  \
+    static inline __attribute__((always_inline)) void name##_body params; \
+    void name params { name##_body args; }                             \
+    static inline __attribute__((always_inline)) void name##_body params
+#endif
 
 /* Row loops work in blocks of 8 with a fixed inner trip count (through a local array where the
  * output may alias an input): GCC -O2's very cheap vectoriser takes only loops it needs neither
@@ -7,7 +28,7 @@
 
 /* sum of x[i]^2 in double: 8 partial sums in a fixed order (vectorises; same result for any
  * thread count, since a row is always summed by one caller) */
-static double sumsq(const float *x, int n) {
+static inline __attribute__((always_inline)) double sumsq(const float *x, int n) {
     double acc[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -18,7 +39,7 @@ static double sumsq(const float *x, int n) {
 }
 
 /* y = x * r (* w); y may alias x */
-static void scale_w(float *y, const float *x, const float *w, float r, int n) {
+static inline __attribute__((always_inline)) void scale_w(float *y, const float *x, const float *w, float r, int n) {
     int i = 0;
     if (w) {
         for (; i + 8 <= n; i += 8) {
@@ -37,22 +58,24 @@ static void scale_w(float *y, const float *x, const float *w, float r, int n) {
     }
 }
 
-void kz_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
+KZ_ROW_OP(kz_rmsnorm, (float *y, const float *x, const float *w, int n, float eps), (y, x, w, n, eps)) {
     /* double sum: rows up to ~10^4 wide, keeps the mean exact to f32 precision */
     const double ss = sumsq(x, n);
     const float r = (float)(1.0 / sqrt(ss / n + eps));
     scale_w(y, x, w, r, n);
 }
 
-void kz_add_rmsnorm(float *restrict x, const float *restrict d, float *restrict y, const float *w, int n, float eps) {
+KZ_ROW_OP(kz_add_rmsnorm, (float *restrict x, const float *restrict d, float *restrict y, const float *w, int n, float eps),
+          (x, d, y, w, n, eps)) {
     int i = 0;
     for (; i + 8 <= n; i += 8)
         for (int l = 0; l < 8; l++) x[i + l] += d[i + l];
     for (; i < n; i++) x[i] += d[i];
-    kz_rmsnorm(y, x, w, n, eps);
+    const double ss = sumsq(x, n);
+    scale_w(y, x, w, (float)(1.0 / sqrt(ss / n + eps)), n);
 }
 
-void kz_l2norm(float *x, int n, float eps) {
+KZ_ROW_OP(kz_l2norm, (float *x, int n, float eps), (x, n, eps)) {
     double nrm = sqrt(sumsq(x, n));
     if (nrm < eps) nrm = eps;
     const float r = (float)(1.0 / nrm);
@@ -83,7 +106,7 @@ void kz_exp_row(float *y, const float *x, int n) {
     for (; i < n; i++) y[i] = kz_exp(x[i]);
 }
 
-void kz_silu_row(float *y, const float *x, int n) {
+KZ_ROW_OP(kz_silu_row, (float *y, const float *x, int n), (y, x, n)) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         float t[8];
@@ -93,7 +116,7 @@ void kz_silu_row(float *y, const float *x, int n) {
     for (; i < n; i++) y[i] = kz_silu(x[i]);
 }
 
-void kz_swiglu(float *a, const float *b, int n) {
+KZ_ROW_OP(kz_swiglu, (float *a, const float *b, int n), (a, b, n)) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         float t[8];
@@ -103,7 +126,7 @@ void kz_swiglu(float *a, const float *b, int n) {
     for (; i < n; i++) a[i] = kz_silu(a[i]) * b[i];
 }
 
-void kz_mul_sigmoid(float *o, const float *g, int n) {
+KZ_ROW_OP(kz_mul_sigmoid, (float *o, const float *g, int n), (o, g, n)) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         float t[8];
@@ -113,7 +136,7 @@ void kz_mul_sigmoid(float *o, const float *g, int n) {
     for (; i < n; i++) o[i] *= kz_sigmoid(g[i]);
 }
 
-void kz_rmsnorm_gated(float *o, const float *z, const float *w, int n, float eps) {
+KZ_ROW_OP(kz_rmsnorm_gated, (float *o, const float *z, const float *w, int n, float eps), (o, z, w, n, eps)) {
     const float r = (float)(1.0 / sqrt(sumsq(o, n) / n + eps));
     /* o = (o * r * w) * silu(z) in one pass */
     int i = 0;
