@@ -62,7 +62,7 @@ T512 static inline void dot_rows4(const kz_kv_layer *kv, const void *const *rows
          * and of this group's V rows into L2 (read after the K pass) */
         for (size_t o = 0; o < pf_step; o += 64) {
             if (pf_k) _mm_prefetch(pf_k + (size_t)i / 8 * pf_step + o, _MM_HINT_T0);
-            _mm_prefetch(pf_v + (size_t)i / 8 * pf_step + o, _MM_HINT_T1);
+            if (pf_v) _mm_prefetch(pf_v + (size_t)i / 8 * pf_step + o, _MM_HINT_T1);
         }
         const __m512 k01 = ld_pair(kv, rows[0], rows[1], i), k23 = ld_pair(kv, rows[2], rows[3], i);
         const float *qi = q2 + (size_t)i * 2;
@@ -120,8 +120,8 @@ T512 static inline void pv_cols32(const kz_kv_layer *kv, const void *const *rows
         _mm512_storeu_ps(y3 + 16, z3);
 }
 
-#define KZ_AVX512_VB 16
-#define KZ_PF_ROWS 16 /* K prefetch distance in positions */ /* positions per block: their scores and the V pass's row pointers */
+#define KZ_AVX512_VB 16 /* positions per V block (the row pointers of one PV pass) */
+#define KZ_PF_ROWS 16   /* K prefetch distance in positions */
 
 T512 int kz_attn_partial_avx512(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq,
                                 float scale, float *ml, float *acc, float *scratch) {
@@ -147,7 +147,8 @@ T512 int kz_attn_partial_avx512(const kz_kv_layer *kv, int g, int p0, int p1, co
         /* the sequential prefetchers do not follow 4 rows read side by side: prefetch by hand,
          * KZ_PF_ROWS positions ahead (a miss per row otherwise stalled the loop on every load) */
         const char *pf_k = t + KZ_PF_ROWS + 4 <= n ? kbase + (size_t)(t + KZ_PF_ROWS) * rb : NULL;
-        dot_rows4(kv, rows, q2, hd, scale, sc + t, (size_t)n, nr, pf_k, vbase + (size_t)t * rb, 4 * rb * 8 / (size_t)hd);
+        const char *pf_v = nr == 4 ? vbase + (size_t)t * rb : NULL; /* only rows of this span */
+        dot_rows4(kv, rows, q2, hd, scale, sc + t, (size_t)n, nr, pf_k, pf_v, 4 * rb * 8 / (size_t)hd);
     }
     for (int r = 0; r < 4; r++) {
         float *s = sc + (size_t)r * n;
