@@ -76,7 +76,7 @@ def lcpp_worker(a):
             raise SystemExit(f"bandwidth sampler: {err.value.decode()}")
         return g
 
-    pp, tg, eff, samples = [], [], [], []
+    pp, tg, eff, effm, samples = [], [], [], [], []
     for r in range(-a.warmup, a.r):
         llm.reset()
         llm._ctx.kv_cache_clear()  # fresh KV + recurrent state every run
@@ -111,6 +111,7 @@ def lcpp_worker(a):
                 import statistics
                 samples += run_samples
                 eff.append(100 * a.wbytes * a.n / dec_s / 1e9 / statistics.median(run_samples))
+                effm.append(100 * a.wbytes * a.n / dec_s / 1e9 / statistics.fmean(run_samples))
     llm.close()
     if bws:
         kz.kz_membw_close(bws)
@@ -124,6 +125,7 @@ def lcpp_worker(a):
         out["decode_tok_s"] = stats(tg)
     if eff:
         out["decode_bw_pct_interleaved"] = stats(eff)
+        out["decode_bw_pct_interleaved_vs_mean"] = stats(effm)
         out["membw_interleaved_gbs"] = stats(samples)
     print(json.dumps(out))
 
@@ -356,6 +358,13 @@ def main():
                 label = r["model"] + (" mmap" if suffix else "")
                 print(f"| {label:<{w}} | {test:>6} | {fmt(o, 10)} | {fmt(lc, 13)} | {fmt(ratio, 10)} | "
                       f"{fmt(bo, 8)} | {fmt(bl, 9)} |")
+    vm = [(r["model"], e, r[e]["decode_bw_pct_interleaved_vs_mean"]["median"]) for r in res["results"]
+          for e in ("kazeia", "llama.cpp", "kazeia-mmap") if "decode_bw_pct_interleaved_vs_mean" in r.get(e, {})]
+    if vm:
+        # the host's bandwidth comes in bursts of milliseconds: a median of a few samples catches or
+        # misses them, the mean weighs them by how often they came
+        print("%bw against the mean of each run's samples instead of their median: " +
+              ", ".join(f"{m} {e} {x:.1f} %" for m, e, x in vm))
     print(f"(results: {a.out})")
 
 

@@ -165,7 +165,7 @@ def test_bench_repack_reported(models):
 def test_bench_membw_interleaved(models):
     """Bandwidth samples between decode tokens: one before the first token and one after every
     K tokens (and the last), per measured run; each run's efficiency is its decode GB/s over the
-    median of its own samples. Peak RSS leaves the 64 MiB sampling buffer out."""
+    median of its own samples (and, reported beside it, over their mean). Peak RSS leaves the 64 MiB sampling buffer out."""
     n, every, runs = 9, 4, 2
     j = json.loads(run("bench", "-m", models["qwen3"], "-p", 8, "-n", n, "-r", runs, "-t", 2, "--json",
                        "--membw-every", every, "--membw-sample-mib", 64, "--membw-mib", 16).stdout)
@@ -179,6 +179,9 @@ def test_bench_membw_interleaved(models):
         med = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
         want = 100 * j["weight_bytes_per_token"] * j["decode_tok_s"]["runs"][r] / 1e9 / med
         assert pct[r] == pytest.approx(want, rel=1e-3)
+        mean = sum(s) / len(s)  # the same against the samples' mean
+        want_m = 100 * j["weight_bytes_per_token"] * j["decode_tok_s"]["runs"][r] / 1e9 / mean
+        assert j["decode_bw_pct_interleaved_vs_mean"]["runs"][r] == pytest.approx(want_m, rel=1e-3)
     # the sampling buffer is not the model's memory
     ref = json.loads(run("bench", "-m", models["qwen3"], "-p", 8, "-n", n, "-r", 1, "-t", 2, "--json",
                          "--no-membw").stdout)
