@@ -71,12 +71,53 @@ static void conv_blocked(int c0, int c1, int T, int K, const float *x, size_t ld
     }
 }
 
+/* decode, K = 4, channels c .. c+7: the taps and state of 8 channels are 32 and 24 consecutive
+ * floats ([C][4] and [C][3]); they are dealt into one vector per tap by shuffles, so the sum runs
+ * across channels, in the scalar loop's order per channel (w3 x + w0 s0 + w1 s1 + w2 s2). The new
+ * state is the old one moved by one float with x put in every third place. */
+typedef float cv8 __attribute__((vector_size(32)));
+#pragma GCC diagnostic ignored "-Wpsabi" /* always inlined: no 32-byte vector crosses a call */
+static inline __attribute__((always_inline)) cv8 cld8(const float *p) {
+    cv8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline __attribute__((always_inline)) void conv8_k4(const float *x, float *y, const float *w, float *st) {
+    const cv8 w0 = cld8(w), w1 = cld8(w + 8), w2 = cld8(w + 16), w3 = cld8(w + 24);
+    const cv8 s0 = cld8(st), s1 = cld8(st + 8), s2 = cld8(st + 16), xv = cld8(x);
+#define KZ_TAP(i)                                                                              \
+    __builtin_shufflevector(__builtin_shufflevector(w0, w1, i, i + 4, i + 8, i + 12, 0, 0, 0, 0), \
+                            __builtin_shufflevector(w2, w3, i, i + 4, i + 8, i + 12, 0, 0, 0, 0), 0, 1, 2, 3, 8, 9, 10, 11)
+    const cv8 t0 = KZ_TAP(0), t1 = KZ_TAP(1), t2 = KZ_TAP(2), t3 = KZ_TAP(3);
+#undef KZ_TAP
+    /* state j of channel l is st[3l + j] */
+    const cv8 a0 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 0, 3, 6, 9, 12, 15, 0, 0), s2, 0, 1, 2, 3, 4, 5, 10, 13);
+    const cv8 a1 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 1, 4, 7, 10, 13, 0, 0, 0), s2, 0, 1, 2, 3, 4, 8, 11, 14);
+    const cv8 a2 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 2, 5, 8, 11, 14, 0, 0, 0), s2, 0, 1, 2, 3, 4, 9, 12, 15);
+    cv8 acc = t3 * xv;
+    acc += t0 * a0;
+    acc += t1 * a1;
+    acc += t2 * a2;
+    memcpy(y, &acc, sizeof acc);
+    const cv8 o0 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 1, 2, 3, 4, 5, 6, 7, 8), xv, 0, 1, 8, 3, 4, 9, 6, 7);
+    const cv8 o1 = __builtin_shufflevector(__builtin_shufflevector(s1, s2, 1, 2, 3, 4, 5, 6, 7, 8), xv, 10, 1, 2, 11, 4, 5, 12, 7);
+    const cv8 o2 = __builtin_shufflevector(__builtin_shufflevector(s2, s2, 1, 2, 3, 4, 5, 6, 7, 0), xv, 0, 13, 2, 3, 14, 5, 6, 15);
+    memcpy(st, &o0, sizeof o0);
+    memcpy(st + 8, &o1, sizeof o1);
+    memcpy(st + 16, &o2, sizeof o2);
+}
+
 /* decode (one token): the taps read in place, then SiLU over the row (kz_silu_row, the same
  * kz_silu per element). The transposed copies of conv_blocked cost more than the conv itself for
- * a single token. Same sum order: w[K-1] x + w[0] s[0] + ... + w[K-2] s[K-2]. */
-static void conv_one(int c0, int c1, int K, const float *x, float *y, const float *w, float *state) {
+ * a single token. Same sum order: w[K-1] x + w[0] s[0] + ... + w[K-2] s[K-2]. Built twice on
+ * x86-64 (baseline and AVX2), same bits. */
+static inline __attribute__((always_inline)) void conv_one_body(int c0, int c1, int K, const float *x, float *y,
+                                                                const float *w, float *state) {
     const int ks = K - 1;
-    for (int c = c0; c < c1; c++) {
+    int c = c0;
+    if (K == 4)
+        for (; c + 8 <= c1; c += 8) conv8_k4(x + c, y + c, w + (size_t)c * 4, state + (size_t)c * 3);
+    for (; c < c1; c++) {
         float *st = state + (size_t)c * ks;
         float acc = w[(size_t)c * K + ks] * x[c];
         for (int i = 0; i < ks; i++) acc += w[(size_t)c * K + i] * st[i];
@@ -86,6 +127,22 @@ static void conv_one(int c0, int c1, int K, const float *x, float *y, const floa
         for (int i = 0; i + 1 < ks; i++) st[i] = st[i + 1];
         if (ks > 0) st[ks - 1] = x[c];
     }
+}
+static void conv_one_plain(int c0, int c1, int K, const float *x, float *y, const float *w, float *state) {
+    conv_one_body(c0, c1, K, x, y, w, state);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void conv_one_avx2(int c0, int c1, int K, const float *x, float *y,
+                                                          const float *w, float *state) {
+    conv_one_body(c0, c1, K, x, y, w, state);
+}
+#endif
+static void conv_one(int c0, int c1, int K, const float *x, float *y, const float *w, float *state) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (kz_isa_active() == KZ_ISA_AVX2 || kz_isa_active() == KZ_ISA_AVX512) conv_one_avx2(c0, c1, K, x, y, w, state);
+    else
+#endif
+        conv_one_plain(c0, c1, K, x, y, w, state);
     kz_silu_row(y + c0, y + c0, c1 - c0);
 }
 
