@@ -244,6 +244,8 @@ void kz_attn_partial(const kz_kv_layer *kv, int g, int p0, int p1, const float *
         attn_partial_avx2(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch);
         return;
     }
+#elif defined(__aarch64__)
+    if (kz_isa_active() >= KZ_ISA_NEON && kz_attn_partial_neon(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch)) return;
 #endif
     attn_partial_plain(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch);
 }

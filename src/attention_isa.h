@@ -8,4 +8,7 @@
  * call only at the AVX-512 level. */
 int kz_attn_partial_avx512(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
                            float *ml, float *acc, float *scratch);
+/* the same for AArch64 NEON (head_dim % 8 == 0); call at the neon level or above */
+int kz_attn_partial_neon(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
+                         float *ml, float *acc, float *scratch);
 #endif
