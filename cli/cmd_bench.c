@@ -391,8 +391,9 @@ int cmd_bench(int argc, char **argv) {
             tg[r] = n > 0 ? (double)n / (dec_s > 0 ? dec_s : 1e-9) : 0;
             if (bws && n > 0 && dec_s > 0) {
                 const bstats rb = stats_of(isamp + run_s0, (int)(n_isamp - run_s0));
-                eff[r] = rb.median > 0 ? 100.0 * (double)wb.total * (double)n / dec_s / (rb.median * 1e9) : 0;
-                effm[r] = rb.mean > 0 ? 100.0 * (double)wb.total * (double)n / dec_s / (rb.mean * 1e9) : 0;
+                const double gbs = (double)wb.total * (double)n / dec_s / 1e9; /* this run's decode GB/s */
+                eff[r] = rb.median > 0 ? 100.0 * gbs / rb.median : 0;
+                effm[r] = rb.mean > 0 ? 100.0 * gbs / rb.mean : 0;
             }
         }
     }

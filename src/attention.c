@@ -209,13 +209,7 @@ KZ_AINL void attn_partial_body(const kz_kv_layer *kv, int g, int p0, int p1, con
         for (int r = 0; r < r4; r += 4) dot8x4(q + (size_t)r * ldq, ldq, kr, hd, scale, sc + (size_t)r * n + t, (size_t)n);
         for (int r = r4; r < n_rep; r++) sc[(size_t)r * n + t] = kz_dot8(q + (size_t)r * ldq, kr, hd) * scale;
     }
-    for (int r = 0; r < n_rep; r++) {
-        float *s = sc + (size_t)r * n;
-        const float mx = kz_row_max(s + 1, s[0], n - 1);
-        double sum = kz_exp_sum(s, mx, n);
-        ml[2 * r] = mx;
-        ml[2 * r + 1] = (float)sum;
-    }
+    kz_attn_softmax_partial(sc, n_rep, n, ml);
     for (int t0 = 0; t0 < n; t0 += KZ_ATTN_VB) {
         const int nb = n - t0 < KZ_ATTN_VB ? n - t0 : KZ_ATTN_VB;
         const float *vr[KZ_ATTN_VB];
@@ -240,7 +234,7 @@ void kz_attn_partial(const kz_kv_layer *kv, int g, int p0, int p1, const float *
 #if defined(__x86_64__) && defined(__GNUC__)
     if (kz_isa_active() == KZ_ISA_AVX512 && kz_attn_partial_avx512(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch))
         return;
-    if (kz_isa_active() == KZ_ISA_AVX2 || kz_isa_active() == KZ_ISA_AVX512) {
+    if (kz_isa_has_avx2(kz_isa_active())) {
         attn_partial_avx2(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch);
         return;
     }

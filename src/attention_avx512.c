@@ -128,9 +128,8 @@ T512 int kz_attn_partial_avx512(const kz_kv_layer *kv, int g, int p0, int p1, co
     const int hd = kv->head_dim, n_rep = kv->n_head / kv->n_head_kv, n = p1 - p0;
     if (n_rep != 4 || hd % 32 || (kv->type != KZ_KV_F16 && kv->type != KZ_KV_F32) || n <= 0) return 0;
     memset(acc, 0, (size_t)n_rep * hd * sizeof(float));
-    const size_t rb = kv->type == KZ_KV_F16 ? (size_t)hd * 2 : (size_t)hd * 4;
-    const char *kbase = (const char *)kv->k + ((size_t)g * kv->n_ctx + p0) * rb;
-    const char *vbase = (const char *)kv->v + ((size_t)g * kv->n_ctx + p0) * rb;
+    const size_t rb = kz_kv_row_bytes(kv);
+    const char *kbase = kz_kv_row(kv, 0, g, p0), *vbase = kz_kv_row(kv, 1, g, p0);
     /* scratch: scores sc[r * n + t], then each query chunk of 8 twice (q2[r][i / 8][16]) so one
      * load fills both halves of a pair's zmm (kz_attn_scratch_floats leaves KZ_ATTN_VB * hd
      * floats after the scores; this needs 8 * hd) */
@@ -150,12 +149,7 @@ T512 int kz_attn_partial_avx512(const kz_kv_layer *kv, int g, int p0, int p1, co
         const char *pf_v = nr == 4 ? vbase + (size_t)t * rb : NULL; /* only rows of this span */
         dot_rows4(kv, rows, q2, hd, scale, sc + t, (size_t)n, nr, pf_k, pf_v, 4 * rb * 8 / (size_t)hd);
     }
-    for (int r = 0; r < 4; r++) {
-        float *s = sc + (size_t)r * n;
-        const float mx = kz_row_max(s + 1, s[0], n - 1);
-        ml[2 * r] = mx;
-        ml[2 * r + 1] = (float)kz_exp_sum(s, mx, n);
-    }
+    kz_attn_softmax_partial(sc, 4, n, ml);
     for (int t0 = 0; t0 < n; t0 += KZ_AVX512_VB) {
         const int nb = n - t0 < KZ_AVX512_VB ? n - t0 : KZ_AVX512_VB;
         const void *rows[KZ_AVX512_VB];

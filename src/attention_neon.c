@@ -91,21 +91,15 @@ int kz_attn_partial_neon(const kz_kv_layer *kv, int g, int p0, int p1, const flo
     const int hd = kv->head_dim, n_rep = kv->n_head / kv->n_head_kv, n = p1 - p0;
     if (n_rep != 4 || hd % 8 || (kv->type != KZ_KV_F16 && kv->type != KZ_KV_F32) || n <= 0) return 0;
     memset(acc, 0, (size_t)n_rep * hd * sizeof(float));
-    const size_t rb = kv->type == KZ_KV_F16 ? (size_t)hd * 2 : (size_t)hd * 4;
-    const char *kbase = (const char *)kv->k + ((size_t)g * kv->n_ctx + p0) * rb;
-    const char *vbase = (const char *)kv->v + ((size_t)g * kv->n_ctx + p0) * rb;
+    const size_t rb = kz_kv_row_bytes(kv);
+    const char *kbase = kz_kv_row(kv, 0, g, p0), *vbase = kz_kv_row(kv, 1, g, p0);
     float *sc = scratch; /* sc[r * n + t] */
     for (int t = 0; t < n; t += 2) {
         const int two = t + 1 < n;
         dot_rows2(kv, kbase + (size_t)t * rb, kbase + (size_t)(two ? t + 1 : t) * rb, two, q, ldq, hd, scale, sc + t,
                   (size_t)n);
     }
-    for (int r = 0; r < 4; r++) {
-        float *s = sc + (size_t)r * n;
-        const float mx = kz_row_max(s + 1, s[0], n - 1);
-        ml[2 * r] = mx;
-        ml[2 * r + 1] = (float)kz_exp_sum(s, mx, n);
-    }
+    kz_attn_softmax_partial(sc, 4, n, ml);
     for (int t0 = 0; t0 < n; t0 += KZ_NEON_VB) {
         const int nb = n - t0 < KZ_NEON_VB ? n - t0 : KZ_NEON_VB;
         for (int c = 0; c < hd; c += 8) pv_cols8(kv, vbase + (size_t)t0 * rb, rb, nb, sc + t0, (size_t)n, acc, hd, c);

@@ -40,6 +40,8 @@ int kz_isa_available(kz_isa isa);
 kz_isa kz_isa_best(void);
 /* the level every dispatched kernel uses: best, or KZ_ISA if set and available (once) */
 kz_isa kz_isa_active(void);
+/* 1 for the x86 levels that include AVX2 (+FMA +F16C): avx2 and avx512 */
+static inline int kz_isa_has_avx2(kz_isa isa) { return isa == KZ_ISA_AVX2 || isa == KZ_ISA_AVX512; }
 /* "scalar", "avx2", ...; "?" for an invalid value */
 const char *kz_isa_name(kz_isa isa);
 /* parse a level name (case-insensitive); 0 on success, -1 if unknown */

@@ -139,7 +139,7 @@ __attribute__((target("avx2"))) static void conv_one_avx2(int c0, int c1, int K,
 #endif
 static void conv_one(int c0, int c1, int K, const float *x, float *y, const float *w, float *state) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (kz_isa_active() == KZ_ISA_AVX2 || kz_isa_active() == KZ_ISA_AVX512) conv_one_avx2(c0, c1, K, x, y, w, state);
+    if (kz_isa_has_avx2(kz_isa_active())) conv_one_avx2(c0, c1, K, x, y, w, state);
     else
 #endif
         conv_one_plain(c0, c1, K, x, y, w, state);
@@ -261,7 +261,7 @@ void kz_gdn_recurrent_isa(int isa, const kz_gdn_shape *sh, int T, const float *q
                           size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
                           float *out, size_t ld_out, int h0, int h1) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if ((isa == KZ_ISA_AVX2 || isa == KZ_ISA_AVX512) && kz_isa_available(KZ_ISA_AVX2)) {
+    if (kz_isa_has_avx2((kz_isa)isa) && kz_isa_available(KZ_ISA_AVX2)) {
         gdn_recurrent_avx2(sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
         return;
     }

@@ -10,7 +10,7 @@
     static inline __attribute__((always_inline)) void name##_body params;                      \
     __attribute__((target("avx2"))) static void name##_avx2 params { name##_body args; }      \
     void name params {                                                                         \
-        if (kz_isa_active() == KZ_ISA_AVX2 || kz_isa_active() == KZ_ISA_AVX512) name##_avx2 args; \
+        if (kz_isa_has_avx2(kz_isa_active())) name##_avx2 args;                              \
         else name##_body args;                                                                 \
     }                                                                                          \
     static inline __attribute__((always_inline)) void name##_body params
@@ -71,8 +71,7 @@ KZ_ROW_OP(kz_add_rmsnorm, (float *restrict x, const float *restrict d, float *re
     for (; i + 8 <= n; i += 8)
         for (int l = 0; l < 8; l++) x[i + l] += d[i + l];
     for (; i < n; i++) x[i] += d[i];
-    const double ss = sumsq(x, n);
-    scale_w(y, x, w, (float)(1.0 / sqrt(ss / n + eps)), n);
+    kz_rmsnorm_body(y, x, w, n, eps);
 }
 
 KZ_ROW_OP(kz_l2norm, (float *x, int n, float eps), (x, n, eps)) {

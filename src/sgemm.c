@@ -152,7 +152,7 @@ T_AVX2 static void sgemm_avx2(int M, int N, int K, const float *A, size_t lda, c
 void kz_sgemm_isa(int isa, int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb, float *C,
                   size_t ldc, float alpha, const float *ra, float cb, int tri) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if ((isa == KZ_ISA_AVX2 || isa == KZ_ISA_AVX512) && kz_isa_available(KZ_ISA_AVX2)) {
+    if (kz_isa_has_avx2((kz_isa)isa) && kz_isa_available(KZ_ISA_AVX2)) {
         sgemm_avx2(M, N, K, A, lda, B, ldb, C, ldc, alpha, ra, cb, tri);
         return;
     }
