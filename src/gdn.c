@@ -207,6 +207,49 @@ KZ_AINL float update_dot8(float *restrict row, const float *restrict k, const fl
     return s;
 }
 
+/* kz_dot8's reduction of 8 lane sums, in its order */
+KZ_AINL float gsum8(const cv8 *v) {
+    const cv8 a = *v;
+    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+
+/* One head's dv rows (dk % 8 == 0), per row exactly kz_dot8 then update_dot8 (same lane
+ * operations and reductions), software-pipelined: row r's update + read-out runs in the same
+ * loop as row r + 1's dot, so two add chains are in flight instead of one. Row at a time, each
+ * 8-lane add waited for the previous one (16 in a chain per pass): the decode step's GDN core
+ * sat on add latency. Rows of several heads interleaved were measured slower on cold state:
+ * the state is streamed once per token, and the hardware prefetcher wants one ascending
+ * stream, which this keeps (row r is in L1, row r + 1 is the next 512 bytes). */
+KZ_AINL void gdn_head_pipe(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt, float *ot,
+                           float decay, float bt) {
+    cv8 a = {0};
+    for (int i = 0; i < dk; i += 8) a += cld8(M + i) * cld8(kt + i);
+    for (int r = 0; r < dv; r++) {
+        float *row = M + (size_t)r * dk;
+        const float kv = decay * gsum8(&a);
+        const float d = bt * (vt[r] - kv);
+        cv8 b = {0};
+        a = (cv8){0};
+        if (r + 1 < dv) {
+            const float *nx = row + dk;
+            for (int i = 0; i < dk; i += 8) {
+                const cv8 k8 = cld8(kt + i);
+                const cv8 x = cld8(row + i) * decay + d * k8;
+                memcpy(row + i, &x, sizeof x);
+                b += x * cld8(qt + i);
+                a += cld8(nx + i) * k8;
+            }
+        } else {
+            for (int i = 0; i < dk; i += 8) {
+                const cv8 x = cld8(row + i) * decay + d * cld8(kt + i);
+                memcpy(row + i, &x, sizeof x);
+                b += x * cld8(qt + i);
+            }
+        }
+        ot[r] = gsum8(&b);
+    }
+}
+
 KZ_AINL void gdn_recurrent_body(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
                       size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
                       float *out, size_t ld_out, int h0, int h1) {
@@ -221,6 +264,10 @@ KZ_AINL void gdn_recurrent_body(const kz_gdn_shape *sh, int T, const float *q, c
             float *ot = out + (size_t)t * ld_out + (size_t)j * dv;
             const float decay = kz_exp(g[(size_t)t * ld_gb + j]);
             const float bt = beta[(size_t)t * ld_gb + j];
+            if (dk % 8 == 0) {
+                gdn_head_pipe(M, dk, dv, kt, qt, vt, ot, decay, bt);
+                continue;
+            }
             for (int r = 0; r < dv; r++) {
                 /* row r of M is column r of S: (decay S)^T k = decay (S^T k), then the
                  * decayed rank-1 update and the read-out S^T q in one pass */

@@ -393,9 +393,41 @@ static void test_gdn_conv_wide(void) {
     free(x); free(y); free(y1); free(w); free(st0); free(st); free(st1); free(r);
 }
 
+/* The row-at-a-time decode step in float, as the engine's recurrent form defines it (per row
+ * of M: kz_dot8, then the update with an 8-lane read-out dot, kz_dot8's reduction): the kernel
+ * (software-pipelined over rows when dk % 8 == 0) must give these bits exactly. */
+static void gdn_rows_ref(int Hk, int Hv, int dk, int dv, int T, const float *in, int ld, const float *g,
+                         const float *beta, float *M, float *out) {
+    for (int j = 0; j < Hv; j++)
+        for (int t = 0; t < T; t++) {
+            const float *q = in + t * ld + (j % Hk) * dk, *k = in + t * ld + Hk * dk + (j % Hk) * dk,
+                        *v = in + t * ld + 2 * Hk * dk + j * dv;
+            const float decay = kz_exp(g[t * Hv + j]), bt = beta[t * Hv + j];
+            for (int r = 0; r < dv; r++) {
+                float *row = M + ((size_t)j * dv + r) * dk;
+                const float d = bt * (v[r] - decay * kz_dot8(row, k, dk));
+                float acc[8] = {0};
+                int i = 0;
+                for (; i + 8 <= dk; i += 8)
+                    for (int l = 0; l < 8; l++) {
+                        const float x = row[i + l] * decay + d * k[i + l];
+                        row[i + l] = x;
+                        acc[l] += x * q[i + l];
+                    }
+                float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+                for (; i < dk; i++) {
+                    const float x = row[i] * decay + d * k[i];
+                    row[i] = x;
+                    s += x * q[i];
+                }
+                out[((size_t)t * Hv + j) * dv + r] = s;
+            }
+        }
+}
+
 /* dense reference: S_j = a (I - b k k^T) S_j + b k v^T (dk x dv), o = S^T q */
 static void test_gdn_recurrent(void) {
-    const int cfgs[][4] = {{2, 6, 7, 5}, {3, 3, 16, 16}, {1, 2, 9, 4}};
+    const int cfgs[][4] = {{2, 6, 7, 5}, {3, 3, 16, 16}, {1, 2, 9, 4}, {1, 2, 8, 1}, {2, 4, 40, 7}, {1, 2, 128, 128}};
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
         const int Hk = cfgs[c][0], Hv = cfgs[c][1], dk = cfgs[c][2], dv = cfgs[c][3], T = 6;
         const int ld = 2 * Hk * dk + Hv * dv;
@@ -408,6 +440,9 @@ static void test_gdn_recurrent(void) {
         for (int t = 0; t < T; t++) kz_gdn_qk_norm(in + t * ld, Hk, dk, 1e-6f);
         for (int i = 0; i < T * Hv; i++) { g[i] = -fabsf(kt_randf(&rs)) * 2.0f; beta[i] = 0.5f + 0.5f * kt_randf(&rs); }
         fill(M, Hv * dv * dk, 0.3f); /* non-zero initial state */
+        float *M2 = malloc((size_t)Hv * dv * dk * sizeof(float)), *out2 = malloc((size_t)T * Hv * dv * sizeof(float));
+        memcpy(M2, M, (size_t)Hv * dv * dk * sizeof(float));
+        gdn_rows_ref(Hk, Hv, dk, dv, T, in, ld, g, beta, M2, out2);
         for (int j = 0; j < Hv; j++)
             for (int i = 0; i < dk; i++)
                 for (int r = 0; r < dv; r++) S[((size_t)j * dk + i) * dv + r] = M[((size_t)j * dv + r) * dk + i];
@@ -448,6 +483,10 @@ static void test_gdn_recurrent(void) {
                     if (fabs(ref - got) > se) se = fabs(ref - got);
                 }
         CHECKF(se / sm < 1e-5, "gdn final state rel %g", se / sm);
+        CHECKF(memcmp(out, out2, (size_t)T * Hv * dv * sizeof(float)) == 0 &&
+                   memcmp(M, M2, (size_t)Hv * dv * dk * sizeof(float)) == 0,
+               "gdn recurrent dk=%d dv=%d: the bits of the row-at-a-time form", dk, dv);
+        free(M2); free(out2);
         free(in); free(g); free(beta); free(M); free(out); free(S); free(ro);
     }
     /* gates: beta = sigmoid(b), g = ssm_a * softplus(a + dt) */
