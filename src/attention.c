@@ -10,6 +10,7 @@
 #include "quant.h"
 #include "sgemm.h"
 #include "types.h"
+#include "vec8.h"
 
 static size_t row_off(const kz_kv_layer *kv, int g, int pos) {
     return ((size_t)g * kv->n_ctx + pos) * kv->head_dim;
@@ -117,27 +118,6 @@ KZ_AINL void axpy(float *y, float a, const float *x, int n) {
 size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos) {
     const size_t n_rep = (size_t)(kv->n_head / kv->n_head_kv);
     return n_rep * (size_t)n_pos + (size_t)KZ_ATTN_VB * (size_t)kv->head_dim;
-}
-
-/* 8 floats as one value (GNU vector extension): one ymm in the AVX2 build, two xmm / q registers
- * in the baseline SSE2 / NEON build, element-wise IEEE ops either way (no contraction in ISO C
- * mode), so both builds give the same bits. Locals of this type stay in registers, where
- * arrays of floats were kept on the stack by the vectoriser. */
-typedef float v8f __attribute__((vector_size(32)));
-/* GCC notes that a 32-byte vector changes the baseline (SSE2) ABI; these helpers are always
- * inlined, so no such value crosses a call */
-#pragma GCC diagnostic ignored "-Wpsabi"
-KZ_AINL v8f ld8(const float *p) {
-    v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-/* vectors by pointer: a 32-byte vector argument draws GCC's ABI note where not inlined */
-KZ_AINL void st8(float *p, const v8f *v) { memcpy(p, v, sizeof *v); }
-/* kz_dot8's reduction of its 8 partial sums */
-KZ_AINL float hsum8(const v8f *p) {
-    const v8f a = *p;
-    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
 }
 
 /* out[r * ldo] = kz_dot8(q + r * ldq, k, n) * scale for r < 4: the four query heads of a group

@@ -3,6 +3,7 @@
 #include "cpu.h"
 #include "gdn.h"
 #include "ops.h"
+#include "vec8.h"
 
 /* The conv in blocks of channels: the block's taps transposed to [K][cb] and its state to rows
  * [K-1][cb], so that for every token the K input rows are contiguous runs of the block and the
@@ -75,36 +76,29 @@ static void conv_blocked(int c0, int c1, int T, int K, const float *x, size_t ld
  * floats ([C][4] and [C][3]); they are dealt into one vector per tap by shuffles, so the sum runs
  * across channels, in the scalar loop's order per channel (w3 x + w0 s0 + w1 s1 + w2 s2). The new
  * state is the old one moved by one float with x put in every third place. */
-typedef float cv8 __attribute__((vector_size(32)));
-#pragma GCC diagnostic ignored "-Wpsabi" /* always inlined: no 32-byte vector crosses a call */
-static inline __attribute__((always_inline)) cv8 cld8(const float *p) {
-    cv8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 static inline __attribute__((always_inline)) void conv8_k4(const float *x, float *y, const float *w, float *st) {
-    const cv8 w0 = cld8(w), w1 = cld8(w + 8), w2 = cld8(w + 16), w3 = cld8(w + 24);
-    const cv8 s0 = cld8(st), s1 = cld8(st + 8), s2 = cld8(st + 16), xv = cld8(x);
+    const v8f w0 = ld8(w), w1 = ld8(w + 8), w2 = ld8(w + 16), w3 = ld8(w + 24);
+    const v8f s0 = ld8(st), s1 = ld8(st + 8), s2 = ld8(st + 16), xv = ld8(x);
 #define KZ_TAP(i)                                                                              \
     __builtin_shufflevector(__builtin_shufflevector(w0, w1, i, i + 4, i + 8, i + 12, 0, 0, 0, 0), \
                             __builtin_shufflevector(w2, w3, i, i + 4, i + 8, i + 12, 0, 0, 0, 0), 0, 1, 2, 3, 8, 9, 10, 11)
-    const cv8 t0 = KZ_TAP(0), t1 = KZ_TAP(1), t2 = KZ_TAP(2), t3 = KZ_TAP(3);
+    const v8f t0 = KZ_TAP(0), t1 = KZ_TAP(1), t2 = KZ_TAP(2), t3 = KZ_TAP(3);
 #undef KZ_TAP
     /* state j of channel l is st[3l + j] */
-    const cv8 a0 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 0, 3, 6, 9, 12, 15, 0, 0), s2, 0, 1, 2, 3, 4, 5, 10, 13);
-    const cv8 a1 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 1, 4, 7, 10, 13, 0, 0, 0), s2, 0, 1, 2, 3, 4, 8, 11, 14);
-    const cv8 a2 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 2, 5, 8, 11, 14, 0, 0, 0), s2, 0, 1, 2, 3, 4, 9, 12, 15);
-    cv8 acc = t3 * xv;
+    const v8f a0 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 0, 3, 6, 9, 12, 15, 0, 0), s2, 0, 1, 2, 3, 4, 5, 10, 13);
+    const v8f a1 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 1, 4, 7, 10, 13, 0, 0, 0), s2, 0, 1, 2, 3, 4, 8, 11, 14);
+    const v8f a2 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 2, 5, 8, 11, 14, 0, 0, 0), s2, 0, 1, 2, 3, 4, 9, 12, 15);
+    v8f acc = t3 * xv;
     acc += t0 * a0;
     acc += t1 * a1;
     acc += t2 * a2;
-    memcpy(y, &acc, sizeof acc);
-    const cv8 o0 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 1, 2, 3, 4, 5, 6, 7, 8), xv, 0, 1, 8, 3, 4, 9, 6, 7);
-    const cv8 o1 = __builtin_shufflevector(__builtin_shufflevector(s1, s2, 1, 2, 3, 4, 5, 6, 7, 8), xv, 10, 1, 2, 11, 4, 5, 12, 7);
-    const cv8 o2 = __builtin_shufflevector(__builtin_shufflevector(s2, s2, 1, 2, 3, 4, 5, 6, 7, 0), xv, 0, 13, 2, 3, 14, 5, 6, 15);
-    memcpy(st, &o0, sizeof o0);
-    memcpy(st + 8, &o1, sizeof o1);
-    memcpy(st + 16, &o2, sizeof o2);
+    st8(y, &acc);
+    const v8f o0 = __builtin_shufflevector(__builtin_shufflevector(s0, s1, 1, 2, 3, 4, 5, 6, 7, 8), xv, 0, 1, 8, 3, 4, 9, 6, 7);
+    const v8f o1 = __builtin_shufflevector(__builtin_shufflevector(s1, s2, 1, 2, 3, 4, 5, 6, 7, 8), xv, 10, 1, 2, 11, 4, 5, 12, 7);
+    const v8f o2 = __builtin_shufflevector(__builtin_shufflevector(s2, s2, 1, 2, 3, 4, 5, 6, 7, 0), xv, 0, 13, 2, 3, 14, 5, 6, 15);
+    st8(st, &o0);
+    st8(st + 8, &o1);
+    st8(st + 16, &o2);
 }
 
 /* decode (one token): the taps read in place, then SiLU over the row (kz_silu_row, the same
@@ -207,11 +201,6 @@ KZ_AINL float update_dot8(float *restrict row, const float *restrict k, const fl
     return s;
 }
 
-/* kz_dot8's reduction of 8 lane sums, in its order */
-KZ_AINL float gsum8(const cv8 *v) {
-    const cv8 a = *v;
-    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-}
 
 /* One head's dv rows (dk % 8 == 0), per row exactly kz_dot8 then update_dot8 (same lane
  * operations and reductions), software-pipelined: row r's update + read-out runs in the same
@@ -222,31 +211,31 @@ KZ_AINL float gsum8(const cv8 *v) {
  * stream, which this keeps (row r is in L1, row r + 1 is the next 512 bytes). */
 KZ_AINL void gdn_head_pipe(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt, float *ot,
                            float decay, float bt) {
-    cv8 a = {0};
-    for (int i = 0; i < dk; i += 8) a += cld8(M + i) * cld8(kt + i);
+    v8f a = {0};
+    for (int i = 0; i < dk; i += 8) a += ld8(M + i) * ld8(kt + i);
     for (int r = 0; r < dv; r++) {
         float *row = M + (size_t)r * dk;
-        const float kv = decay * gsum8(&a);
+        const float kv = decay * hsum8(&a);
         const float d = bt * (vt[r] - kv);
-        cv8 b = {0};
-        a = (cv8){0};
+        v8f b = {0};
+        a = (v8f){0};
         if (r + 1 < dv) {
             const float *nx = row + dk;
             for (int i = 0; i < dk; i += 8) {
-                const cv8 k8 = cld8(kt + i);
-                const cv8 x = cld8(row + i) * decay + d * k8;
-                memcpy(row + i, &x, sizeof x);
-                b += x * cld8(qt + i);
-                a += cld8(nx + i) * k8;
+                const v8f k8 = ld8(kt + i);
+                const v8f x = ld8(row + i) * decay + d * k8;
+                st8(row + i, &x);
+                b += x * ld8(qt + i);
+                a += ld8(nx + i) * k8;
             }
         } else {
             for (int i = 0; i < dk; i += 8) {
-                const cv8 x = cld8(row + i) * decay + d * cld8(kt + i);
-                memcpy(row + i, &x, sizeof x);
-                b += x * cld8(qt + i);
+                const v8f x = ld8(row + i) * decay + d * ld8(kt + i);
+                st8(row + i, &x);
+                b += x * ld8(qt + i);
             }
         }
-        ot[r] = gsum8(&b);
+        ot[r] = hsum8(&b);
     }
 }
 
