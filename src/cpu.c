@@ -34,6 +34,9 @@ static void detect_once(void) {
     kz_cpu_features f = { 0 };
 #if defined(__x86_64__)
     unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) /* vendor string in ebx, edx, ecx */
+        f.amd = (b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u) ||  /* AuthenticAMD */
+                (b == 0x6f677948u && d == 0x6e65476eu && c == 0x656e6975u);    /* HygonGenuine */
     if (__get_cpuid(1, &a, &b, &c, &d)) {
         const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
         /* the OS must save YMM (XCR0 bits 1-2) and, for AVX-512, opmask/ZMM (bits 5-7) */

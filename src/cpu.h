@@ -28,6 +28,7 @@ typedef enum {
 typedef struct {
     /* x86 (all 0 elsewhere); AVX bits only when the OS saves the registers (XCR0) */
     int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avxvnni, avx512bf16;
+    int amd; /* vendor AuthenticAMD / HygonGenuine (a tuning choice, never a correctness one) */
     /* arm64 (all 0 elsewhere) */
     int neon, asimddp, i8mm, fp16, bf16;
 } kz_cpu_features;

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "fp16.h"
 
 /* The float part of the integer kernels must round like the reference (product, then add):
@@ -197,16 +198,17 @@ T_AVX512 KZ_INL void zr_act_dwords(const uint8_t *ab, zr_act8 *v) {
  * reference's float step acc += (float)sumi * (d_w * d_a). The high nibbles are dotted in
  * place (byte & 0xF0 = 16 * nibble) into their own sum, shifted down once (exact: a multiple
  * of 16), instead of shifting every weight register. */
-T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da) {
+T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da,
+                                   const int pf) {
     const __m512i ml = _mm512_set1_epi8(0x0f), mh = _mm512_set1_epi8((char)0xf0);
-#if ZR_PF
-    /* software prefetch ZR_PF bytes ahead: the hardware streamer stops at each 4 KiB page */
-    _mm_prefetch((const char *)p + ZR_PF, _MM_HINT_T0);
-    _mm_prefetch((const char *)p + ZR_PF + 64, _MM_HINT_T0);
-    _mm_prefetch((const char *)p + ZR_PF + 128, _MM_HINT_T0);
-    _mm_prefetch((const char *)p + ZR_PF + 192, _MM_HINT_T0);
-    _mm_prefetch((const char *)p + ZR_PF + 256, _MM_HINT_T0);
-#endif
+    if (ZR_PF && pf) {
+        /* software prefetch ZR_PF bytes ahead: the hardware streamer stops at each 4 KiB page */
+        _mm_prefetch((const char *)p + ZR_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + ZR_PF + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + ZR_PF + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + ZR_PF + 192, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + ZR_PF + 256, _MM_HINT_T0);
+    }
     const __m512i q0 = _mm512_loadu_si512((const void *)p), q1 = _mm512_loadu_si512((const void *)(p + 64));
     const __m512i q2 = _mm512_loadu_si512((const void *)(p + 128)), q3 = _mm512_loadu_si512((const void *)(p + 192));
     __m512i lo = corr, hi = _mm512_setzero_si512();
@@ -228,7 +230,8 @@ T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *
  * (group after group, each group's blocks in one sweep for rows up to ZR_GEMV_NB blocks; two
  * groups side by side, sharing the activation shuffles, measured slower: two streams). Per lane the same exact integer block
  * dot and float chain as the reference. */
-T_AVX512 static void zr_gemv_p16(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
+T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y,
+                                     const int pf) {
     int32_t corr[ZR_GEMV_NB];
     const int64_t ng = nr / 16;
     for (int64_t b0 = 0; b0 < nb; b0 += ZR_GEMV_NB) {
@@ -241,11 +244,23 @@ T_AVX512 static void zr_gemv_p16(int64_t nb, const uint8_t *pk, int64_t nr, cons
                 const uint8_t *ab = a + (size_t)(b0 + b) * 34;
                 zr_act8 v;
                 zr_act_dwords(ab, &v);
-                acc = zr_gemv_blk(acc, p, &v, _mm512_set1_epi32(corr[b]), _mm512_set1_ps(_cvtsh_ss(ld16(ab))));
+                acc = zr_gemv_blk(acc, p, &v, _mm512_set1_epi32(corr[b]), _mm512_set1_ps(_cvtsh_ss(ld16(ab))), pf);
             }
             _mm512_storeu_ps(y + 16 * g, acc);
         }
     }
+}
+
+/* With and without the software prefetch. On the AMD Zen 4 host of the 2026-12-04 session it
+ * cost: one thread's GEMV over 1 GB of packed rows 25-29 GB/s with it against 30-34 without (6
+ * interleaved rounds), the 4B decode at -t 1 8.6-9.8 t/s against 9.1-10.6; at -t 2 the medians
+ * were equal. The Xeon of the earlier sessions gained from it (1-2 KiB best). So it is chosen by
+ * vendor, a speed choice only: both give the same bits. */
+T_AVX512 static void zr_gemv_p16_pf(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
+    zr_gemv_p16_body(nb, pk, nr, a, y, 1);
+}
+T_AVX512 static void zr_gemv_p16_nopf(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
+    zr_gemv_p16_body(nb, pk, nr, a, y, 0);
 }
 
 T_AVX512 void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
@@ -254,7 +269,12 @@ T_AVX512 void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, con
         zr_gemm_q4_0(n, NULL, 0, nr, a, as, nt, y, ldy, pk);
         return;
     }
-    for (int64_t t = 0; t < nt; t++) zr_gemv_p16(n / 32, pk, nr, (const uint8_t *)a + (size_t)t * as, y + t * ldy);
+    const int pf = !kz_cpu_features_get()->amd;
+    for (int64_t t = 0; t < nt; t++) {
+        const uint8_t *at = (const uint8_t *)a + (size_t)t * as;
+        if (pf) zr_gemv_p16_pf(n / 32, pk, nr, at, y + t * ldy);
+        else zr_gemv_p16_nopf(n / 32, pk, nr, at, y + t * ldy);
+    }
 }
 
 /* ---------------- integer kernels: two variants of one template ---------------- */
