@@ -201,7 +201,6 @@ KZ_AINL float update_dot8(float *restrict row, const float *restrict k, const fl
     return s;
 }
 
-
 /* One head's dv rows (dk % 8 == 0), per row exactly kz_dot8 then update_dot8 (same lane
  * operations and reductions), software-pipelined: row r's update + read-out runs in the same
  * loop as row r + 1's dot, so two add chains are in flight instead of one. Row at a time, each
@@ -217,23 +216,16 @@ KZ_AINL void gdn_head_pipe(float *M, int dk, int dv, const float *kt, const floa
         float *row = M + (size_t)r * dk;
         const float kv = decay * hsum8(&a);
         const float d = bt * (vt[r] - kv);
+        /* the next row's dot; on the last row a throw-away dot of this row (in L1) */
+        const float *nx = r + 1 < dv ? row + dk : row;
         v8f b = {0};
         a = (v8f){0};
-        if (r + 1 < dv) {
-            const float *nx = row + dk;
-            for (int i = 0; i < dk; i += 8) {
-                const v8f k8 = ld8(kt + i);
-                const v8f x = ld8(row + i) * decay + d * k8;
-                st8(row + i, &x);
-                b += x * ld8(qt + i);
-                a += ld8(nx + i) * k8;
-            }
-        } else {
-            for (int i = 0; i < dk; i += 8) {
-                const v8f x = ld8(row + i) * decay + d * ld8(kt + i);
-                st8(row + i, &x);
-                b += x * ld8(qt + i);
-            }
+        for (int i = 0; i < dk; i += 8) {
+            const v8f k8 = ld8(kt + i);
+            const v8f x = ld8(row + i) * decay + d * k8;
+            st8(row + i, &x);
+            b += x * ld8(qt + i);
+            a += ld8(nx + i) * k8;
         }
         ot[r] = hsum8(&b);
     }

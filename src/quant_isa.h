@@ -27,6 +27,9 @@ KZ_ISA_DOT(avx512, q8_0) KZ_ISA_DOT(avx512, q4_0)
 KZ_ISA_GEMM(avx512, q8_0) KZ_ISA_GEMM(avx512, q4_0)
 void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
                              int64_t n_tok, float *y, int64_t ldy);
+/* the same without the decode GEMV's software prefetch (same bits; chosen on AMD, see quant.c) */
+void kz_avx512_gemm_q4_0_p16_nopf(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
+                                  int64_t n_tok, float *y, int64_t ldy);
 #endif
 
 #if defined(__aarch64__)

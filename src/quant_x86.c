@@ -12,7 +12,6 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "cpu.h"
 #include "fp16.h"
 
 /* The float part of the integer kernels must round like the reference (product, then add):
@@ -251,30 +250,24 @@ T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr,
     }
 }
 
-/* With and without the software prefetch. On the AMD Zen 4 host of the 2026-12-04 session it
- * cost: one thread's GEMV over 1 GB of packed rows 25-29 GB/s with it against 30-34 without (6
- * interleaved rounds), the 4B decode at -t 1 8.6-9.8 t/s against 9.1-10.6; at -t 2 the medians
- * were equal. The Xeon of the earlier sessions gained from it (1-2 KiB best). So it is chosen by
- * vendor, a speed choice only: both give the same bits. */
-T_AVX512 static void zr_gemv_p16_pf(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
-    zr_gemv_p16_body(nb, pk, nr, a, y, 1);
-}
-T_AVX512 static void zr_gemv_p16_nopf(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
-    zr_gemv_p16_body(nb, pk, nr, a, y, 0);
-}
-
-T_AVX512 void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
-                                      float *y, int64_t ldy) {
+/* the packed gemm, GEMV with (pf = 1) or without the software prefetch: two exported entries,
+ * the dispatch (quant.c) picks one by CPU vendor */
+T_AVX512 KZ_INL void zr_gemm_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
+                                 float *y, int64_t ldy, const int pf) {
     if (nt >= 8) {
         zr_gemm_q4_0(n, NULL, 0, nr, a, as, nt, y, ldy, pk);
         return;
     }
-    const int pf = !kz_cpu_features_get()->amd;
-    for (int64_t t = 0; t < nt; t++) {
-        const uint8_t *at = (const uint8_t *)a + (size_t)t * as;
-        if (pf) zr_gemv_p16_pf(n / 32, pk, nr, at, y + t * ldy);
-        else zr_gemv_p16_nopf(n / 32, pk, nr, at, y + t * ldy);
-    }
+    for (int64_t t = 0; t < nt; t++)
+        zr_gemv_p16_body(n / 32, pk, nr, (const uint8_t *)a + (size_t)t * as, y + t * ldy, pf);
+}
+T_AVX512 void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
+                                      float *y, int64_t ldy) {
+    zr_gemm_p16(n, pk, nr, a, as, nt, y, ldy, 1);
+}
+T_AVX512 void kz_avx512_gemm_q4_0_p16_nopf(int64_t n, const void *pk, int64_t nr, const void *a, size_t as,
+                                           int64_t nt, float *y, int64_t ldy) {
+    zr_gemm_p16(n, pk, nr, a, as, nt, y, ldy, 0);
 }
 
 /* ---------------- integer kernels: two variants of one template ---------------- */

@@ -11,6 +11,7 @@
 #include "fp16.h"
 #include "kt.h"
 #include "quant.h"
+#include "quant_isa.h"
 #include "threadpool.h"
 #include "types.h"
 
@@ -493,9 +494,21 @@ static void test_p16_kernels(void) {
     CHECK(sc && sc->vec_dot);
     if (!sc) return;
     unsigned long long s = 99;
-    for (int isa = 0; isa < KZ_ISA_COUNT; isa++) {
-        const kz_gemm_p16_fn fn = kz_gemm_p16_get_isa(isa);
-        if (!fn) continue;
+    /* each level's dispatched kernel; on x86 also both AVX-512 entries (with and without the
+     * GEMV prefetch: the dispatch picks one by vendor, so one host would run only one) */
+    kz_gemm_p16_fn fns[KZ_ISA_COUNT + 2];
+    int lvl[KZ_ISA_COUNT + 2], n_fn = 0;
+    for (int isa = 0; isa < KZ_ISA_COUNT; isa++)
+        if (kz_gemm_p16_get_isa(isa)) { fns[n_fn] = kz_gemm_p16_get_isa(isa); lvl[n_fn++] = isa; }
+#if defined(__x86_64__)
+    if (kz_isa_available(KZ_ISA_AVX512)) {
+        fns[n_fn] = kz_avx512_gemm_q4_0_p16; lvl[n_fn++] = KZ_ISA_AVX512;
+        fns[n_fn] = kz_avx512_gemm_q4_0_p16_nopf; lvl[n_fn++] = KZ_ISA_AVX512;
+    }
+#endif
+    for (int fi = 0; fi < n_fn; fi++) {
+        const kz_gemm_p16_fn fn = fns[fi];
+        const int isa = lvl[fi];
         int n_cases = 0;
         for (size_t bi = 0; bi < 3; bi++)
             for (size_t ri = 0; ri < 2; ri++) {
