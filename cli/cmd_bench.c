@@ -30,6 +30,7 @@
 #include "api.h"
 #include "attention.h"
 #include "model.h"
+#include "bench_matmuls.h"
 #include "membw.h"
 #include "threadpool.h"
 
@@ -54,6 +55,9 @@ static void bench_usage(FILE *f) {
             "  --membw-sample-mib M  buffer of those samples in MiB (default 256)\n"
             "  --json           print one JSON object on stdout instead of the table\n"
             "  --profile        per-part time breakdown of the measured prefills and decode steps (table output)\n"
+            "  --matmuls R      instead of -p/-n: R rounds of one decode step's matrix products alone (same\n"
+            "                   kernels and dispatch, no attention/GDN/norms), each between two read-bandwidth\n"
+            "                   samples of --membw-sample-mib MiB; %% of the samples per part\n"
             "  --no-repack      keep Q4_0 weights zero-copy (mmap): no 16-row repack at load (the default\n"
             "                   repacks where an AVX-512 VNNI kernel exists; --repack says so explicitly)\n"
             "Decode is measured right after the prefill (depth p). Peak RSS excludes the bandwidth\n"
@@ -218,7 +222,7 @@ static const char *kv_name(kz_kv_type k) { return k == KZ_KV_F32 ? "f32" : k == 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *kvs = "f16", *decs = "greedy";
     long p = 512, n = 128, threads = 0, runs = 5, warmup = 1, n_batch = 512, seed = 1;
-    long membw_mib = 1024, membw_passes = 5, membw_every = 16, membw_inter_mib = 256;
+    long membw_mib = 1024, membw_passes = 5, membw_every = 16, membw_inter_mib = 256, mm_rounds = 0;
     double membw_given = 0;
     int json = 0, membw_only = 0, no_membw = 0, profile = 0, repack = -1;
     for (int i = 1; i < argc; i++) {
@@ -241,6 +245,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--warmup")) bad = kz_arg_long("kazeia bench", a, v, 0, 100, &warmup);
         else if (!strcmp(a, "--n-batch")) bad = kz_arg_long("kazeia bench", a, v, 1, 1 << 24, &n_batch);
         else if (!strcmp(a, "--seed")) bad = kz_arg_long("kazeia bench", a, v, 0, 0x7fffffffL, &seed);
+        else if (!strcmp(a, "--matmuls")) bad = kz_arg_long("kazeia bench", a, v, 1, 100000, &mm_rounds);
         else if (!strcmp(a, "--kv")) kvs = v;
         else if (!strcmp(a, "--decode")) decs = v;
         else if (!strcmp(a, "--membw-gbs")) bad = parse_pos_double(v, a, &membw_given);
@@ -289,6 +294,11 @@ int cmd_bench(int argc, char **argv) {
     kz_model *m = kz_model_load(model, &mp, err, sizeof err);
     if (!m) { fprintf(stderr, "kazeia bench: %s\n", err); return 1; }
     tl = now_s() - tl;
+    if (mm_rounds > 0) {
+        const int r = kz_bench_matmuls(m, (int)threads, (int)mm_rounds, (size_t)membw_inter_mib, json);
+        kz_model_free(m);
+        return r;
+    }
     kz_context_params cp = kz_context_default_params();
     cp.n_ctx = (int)(p + n + 1);
     cp.n_batch = (int)n_batch;

@@ -190,3 +190,47 @@ def test_bench_membw_interleaved(models):
     k = json.loads(run("bench", "-m", models["qwen3"], "-p", 0, "-n", 3, "-r", 1, "-t", 1, "--json",
                        "--membw-every", 0, "--membw-mib", 16).stdout)
     assert "membw_interleaved_gbs" not in k and k["membw_measured"] is True
+
+
+# --matmuls parts and the GGUF tensors each one streams (main layers only; MTP blocks excluded)
+MM_PARTS = {"gdn in (qkv, z, b, a)": ("attn_qkv", "attn_gate", "ssm_beta", "ssm_alpha"),
+            "gdn out": ("ssm_out",), "attn in (q, k, v)": ("attn_q", "attn_k", "attn_v"),
+            "attn out": ("attn_output",), "ffn gate + up": ("ffn_gate", "ffn_up"), "ffn down": ("ffn_down",)}
+
+
+@pytest.mark.parametrize("arch", ["qwen35", "qwen3"])
+def test_bench_matmuls(models, arch):
+    """`bench --matmuls R`: a decode step's matrix products alone between read-bandwidth samples.
+    The bytes of each part are recomputed from the GGUF tensor table (a qwen35 layer's gated q
+    projection is attn_q, a GDN layer's z projection attn_gate); the shares are positive,
+    ordered and split into the rounds above / at or below the median sample."""
+    path = models[arch]
+    rounds = 3
+    j = json.loads(run("bench", "-m", path, "-t", 2, "--matmuls", rounds, "--membw-sample-mib", 16,
+                       "--json").stdout)
+    rd = GGUFReader(str(path))
+    n_layer = kv_int(rd, f"{arch}.block_count") - (kv_int(rd, f"{arch}.nextn_predict_layers") or 0)
+    want = {}
+    for x in rd.tensors:
+        m = re.match(r"blk\.(\d+)\.(\w+)\.weight$", x.name)
+        if m and int(m.group(1)) < n_layer:
+            for part, names in MM_PARTS.items():
+                if m.group(2) in names:
+                    want[part] = want.get(part, 0) + int(x.n_bytes)
+    t = {x.name: x for x in rd.tensors}
+    want["lm head"] = int(t.get("output.weight", t["token_embd.weight"]).n_bytes)
+    got = {p["part"]: p["bytes"] for p in j["parts"]}
+    assert got == want
+    assert j["bytes_per_step"] == sum(want.values())
+    assert (arch == "qwen35") == ("gdn out" in got)
+    assert j["rounds"] == rounds and j["threads"] == 2 and j["sample_mib"] == 16
+    q = j["matmul_bw_pct"]
+    assert 0 < q["q1"] <= q["median"] <= q["q3"], q
+    assert all(p["bw_pct_median"] > 0 for p in j["parts"])
+    up, lo = j["matmul_bw_pct_upper_half"], j["matmul_bw_pct_lower_half"]
+    assert up["rounds"] + lo["rounds"] == rounds and lo["rounds"] >= 1
+    assert j["matmul_gbs_median"] > 0 and j["samples_gbs_median"] > 0
+    human = run("bench", "-m", path, "-t", 1, "--matmuls", 1, "--membw-sample-mib", 16).stdout
+    assert "decode matrix products alone" in human and "lm head" in human
+    r = run("bench", "-m", path, "--matmuls", 0, check=False)
+    assert r.returncode == 2 and "--matmuls" in r.stderr

@@ -1,0 +1,255 @@
+/* kazeia bench --matmuls R: the matrix products of one decode step alone, against the read
+ * bandwidth measured right before and right after them.
+ *
+ * Why: a decode step's time is its matrix products (streaming the weights) plus everything else
+ * (attention over the cache, the GDN delta rule with its recurrent state, conv, norms). The
+ * full-decode figure of `kazeia bench` mixes the two; this one isolates the first, so the
+ * kernels and their dispatch can be judged against the roofline on their own. And this
+ * machine's read bandwidth moves by 2x within seconds: each round's products are compared with
+ * the mean of the two samples that enclose them (a few tens of ms apart), not with one figure
+ * taken minutes earlier.
+ *
+ * A round: one sample, then every layer's products in decode order with the same calls as
+ * forward.c (kz_matmul_multi: the same groups, kernels, work split and thread pool size; one
+ * token; the input is a fixed random vector, the outputs are discarded), then the LM head, then
+ * the next sample. Reported per part and overall: the round's GB/s (weight bytes / time) as a %
+ * of its two samples' mean; median and quartiles over rounds, and the medians over the rounds
+ * whose samples lie in the upper and in the lower half of all samples (the two regimes of a
+ * shared host). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "bench_matmuls.h"
+#include "membw.h"
+#include "model.h"
+#include "quant.h"
+#include "threadpool.h"
+
+enum { P_GDN_IN, P_GDN_OUT, P_ATTN_IN, P_ATTN_OUT, P_FFN_GU, P_FFN_DOWN, P_HEAD, P_COUNT };
+static const char *const part_name[P_COUNT] = {
+    "gdn in (qkv, z, b, a)", "gdn out", "attn in (q, k, v)", "attn out", "ffn gate + up", "ffn down", "lm head"};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* the q-quantile of v[0..n) (sorted copy in t), linear between ranks */
+static double quantile(const double *v, int n, double q, double *t) {
+    if (n <= 0) return 0;
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    const double pos = q * (n - 1);
+    const int i = (int)pos;
+    return i + 1 < n ? t[i] + (pos - i) * (t[i + 1] - t[i]) : t[n - 1];
+}
+
+typedef struct {
+    kz_pool *pool;
+    const float *x;
+    float *const *y;
+    void *work;
+    double t[P_COUNT], bytes[P_COUNT];
+} mm_run;
+
+static void run_part(mm_run *r, int part, const kz_wmat *const *w, int nw) {
+    int64_t ld[KZ_MM_MAX];
+    int k = 0;
+    const kz_wmat *v[KZ_MM_MAX];
+    for (int i = 0; i < nw; i++)
+        if (w[i]->data) { /* absent matrices are skipped, as the loader would have refused them */
+            v[k] = w[i];
+            ld[k] = w[i]->n_out;
+            r->bytes[part] += (double)w[i]->row_bytes * (double)w[i]->n_out;
+            k++;
+        }
+    if (!k) return;
+    const double t0 = now_s();
+    kz_matmul_multi(r->pool, v, k, r->x, 1, r->y, ld, r->work, NULL);
+    r->t[part] += now_s() - t0;
+}
+
+/* one decode step's products, in forward.c's order */
+static void step(const kz_model *m, mm_run *r) {
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const kz_layer *ly = &m->layers[il];
+        if (ly->is_gdn) {
+            const kz_wmat *w[] = {&ly->wqkv, &ly->wgate, &ly->wbeta, &ly->walpha};
+            run_part(r, P_GDN_IN, w, 4);
+            const kz_wmat *o[] = {&ly->wssm_out};
+            run_part(r, P_GDN_OUT, o, 1);
+        } else {
+            const kz_wmat *w[] = {&ly->wq, &ly->wk, &ly->wv};
+            run_part(r, P_ATTN_IN, w, 3);
+            const kz_wmat *o[] = {&ly->wo};
+            run_part(r, P_ATTN_OUT, o, 1);
+        }
+        const kz_wmat *f[] = {&ly->ffn_gate, &ly->ffn_up};
+        run_part(r, P_FFN_GU, f, 2);
+        const kz_wmat *d[] = {&ly->ffn_down};
+        run_part(r, P_FFN_DOWN, d, 1);
+    }
+    const kz_wmat *h[] = {&m->output};
+    run_part(r, P_HEAD, h, 1);
+}
+
+/* the largest n_in / n_out and work buffer over the groups step() runs */
+static void sizes(const kz_model *m, int64_t *max_in, int64_t *max_out, size_t *work) {
+    *max_in = *max_out = 1;
+    *work = 1;
+    for (int il = 0; il <= m->hp.n_layer; il++) {
+        const kz_wmat *g[4][4];
+        int ng = 0, cnt[4] = {0};
+        if (il == m->hp.n_layer) {
+            g[ng][0] = &m->output, cnt[ng++] = 1;
+        } else {
+            const kz_layer *ly = &m->layers[il];
+            if (ly->is_gdn) {
+                g[ng][0] = &ly->wqkv, g[ng][1] = &ly->wgate, g[ng][2] = &ly->wbeta, g[ng][3] = &ly->walpha, cnt[ng++] = 4;
+                g[ng][0] = &ly->wssm_out, cnt[ng++] = 1;
+            } else {
+                g[ng][0] = &ly->wq, g[ng][1] = &ly->wk, g[ng][2] = &ly->wv, cnt[ng++] = 3;
+                g[ng][0] = &ly->wo, cnt[ng++] = 1;
+            }
+            g[ng][0] = &ly->ffn_gate, g[ng][1] = &ly->ffn_up, cnt[ng++] = 2;
+            g[ng][0] = &ly->ffn_down, cnt[ng++] = 1;
+        }
+        for (int j = 0; j < ng; j++) {
+            const kz_wmat *v[4];
+            int k = 0;
+            for (int i = 0; i < cnt[j]; i++)
+                if (g[j][i]->data) {
+                    v[k++] = g[j][i];
+                    if (g[j][i]->n_in > *max_in) *max_in = g[j][i]->n_in;
+                    if (g[j][i]->n_out > *max_out) *max_out = g[j][i]->n_out;
+                }
+            if (k) {
+                const size_t wb = kz_matmul_multi_work_bytes(v, k, 1);
+                if (wb > *work) *work = wb;
+            }
+        }
+    }
+}
+
+int kz_bench_matmuls(const kz_model *m, int threads, int rounds, size_t sample_mib, int json) {
+    char err[256];
+    int rc = 1;
+    int64_t max_in, max_out;
+    size_t work_bytes;
+    sizes(m, &max_in, &max_out, &work_bytes);
+    kz_pool *pool = kz_pool_new(threads);
+    kz_membw *bw = kz_membw_open(threads, sample_mib, err, sizeof err);
+    float *x = malloc((size_t)max_in * sizeof *x), *yb = malloc((size_t)KZ_MM_MAX * (size_t)max_out * sizeof *yb);
+    void *work = malloc(work_bytes);
+    double *ratio = calloc((size_t)rounds * (P_COUNT + 1), sizeof *ratio); /* [round][part | all] */
+    double *samp = calloc((size_t)rounds, sizeof *samp), *allgbs = calloc((size_t)rounds, sizeof *allgbs);
+    double *tmp = calloc((size_t)rounds + 2, sizeof *tmp), *sel = calloc((size_t)rounds, sizeof *sel);
+    double part_bytes[P_COUNT] = {0};
+    if (!bw) { fprintf(stderr, "kazeia bench: %s\n", err); goto out; }
+    if (!pool || !x || !yb || !work || !ratio || !samp || !allgbs || !tmp || !sel) {
+        fprintf(stderr, "kazeia bench: out of memory\n");
+        goto out;
+    }
+    uint64_t s = 0x2545F4914F6CDD1Dull;
+    for (int64_t i = 0; i < max_in; i++) { /* not zeros: fixed pseudo-random values in [-1, 1) */
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        x[i] = (float)((double)(s >> 11) / 4503599627370496.0 - 1.0);
+    }
+    float *y[KZ_MM_MAX];
+    for (int i = 0; i < KZ_MM_MAX; i++) y[i] = yb + (size_t)i * (size_t)max_out;
+    double prev = -1;
+    for (int r = -1; r < rounds; r++) { /* round -1: warm-up (page-in, caches, pool start) */
+        const double b0 = prev >= 0 ? prev : kz_membw_pass(bw, err, sizeof err);
+        if (b0 < 0) { fprintf(stderr, "kazeia bench: %s\n", err); goto out; }
+        mm_run run = {pool, x, y, work, {0}, {0}};
+        step(m, &run);
+        const double b1 = kz_membw_pass(bw, err, sizeof err);
+        if (b1 < 0) { fprintf(stderr, "kazeia bench: %s\n", err); goto out; }
+        prev = b1;
+        if (r < 0) continue;
+        const double ref = 0.5 * (b0 + b1);
+        double tb = 0, tt = 0;
+        for (int p = 0; p < P_COUNT; p++) {
+            tb += run.bytes[p], tt += run.t[p];
+            part_bytes[p] = run.bytes[p];
+            ratio[(size_t)r * (P_COUNT + 1) + p] = run.t[p] > 0 ? 100.0 * run.bytes[p] / run.t[p] / 1e9 / ref : 0;
+        }
+        allgbs[r] = tt > 0 ? tb / tt / 1e9 : 0;
+        ratio[(size_t)r * (P_COUNT + 1) + P_COUNT] = allgbs[r] / ref * 100.0;
+        samp[r] = ref;
+    }
+    /* column c of ratio over all rounds, or over the rounds whose samples are above (hi = 1) or
+     * at/below (hi = 0) the median sample */
+    const double smed = quantile(samp, rounds, 0.5, tmp);
+    double q[P_COUNT + 1][3], half[2][2]; /* quartiles per column; [lo/hi][median %, median GB/s] */
+    for (int c = 0; c <= P_COUNT; c++) {
+        for (int r = 0; r < rounds; r++) sel[r] = ratio[(size_t)r * (P_COUNT + 1) + c];
+        for (int k = 0; k < 3; k++) q[c][k] = quantile(sel, rounds, 0.25 * (k + 1), tmp);
+    }
+    int nh[2] = {0, 0};
+    for (int h = 0; h < 2; h++) {
+        int k = 0;
+        for (int r = 0; r < rounds; r++)
+            if ((samp[r] > smed) == h) sel[k++] = ratio[(size_t)r * (P_COUNT + 1) + P_COUNT];
+        nh[h] = k;
+        half[h][0] = quantile(sel, k, 0.5, tmp);
+        k = 0;
+        for (int r = 0; r < rounds; r++)
+            if ((samp[r] > smed) == h) sel[k++] = samp[r];
+        half[h][1] = quantile(sel, k, 0.5, tmp);
+    }
+    const double gmed = quantile(allgbs, rounds, 0.5, tmp);
+    double total_bytes = 0;
+    for (int p = 0; p < P_COUNT; p++) total_bytes += part_bytes[p];
+    if (json) {
+        printf("{\n  \"threads\": %d,\n  \"rounds\": %d,\n  \"sample_mib\": %zu,\n  \"bytes_per_step\": %.0f,\n", threads,
+               rounds, sample_mib, total_bytes);
+        printf("  \"matmul_gbs_median\": %.4g,\n  \"samples_gbs_median\": %.4g,\n", gmed, smed);
+        printf("  \"matmul_bw_pct\": {\"median\": %.4g, \"q1\": %.4g, \"q3\": %.4g},\n", q[P_COUNT][1], q[P_COUNT][0],
+               q[P_COUNT][2]);
+        printf("  \"matmul_bw_pct_upper_half\": {\"rounds\": %d, \"median\": %.4g, \"samples_gbs\": %.4g},\n", nh[1],
+               half[1][0], half[1][1]);
+        printf("  \"matmul_bw_pct_lower_half\": {\"rounds\": %d, \"median\": %.4g, \"samples_gbs\": %.4g},\n", nh[0],
+               half[0][0], half[0][1]);
+        printf("  \"parts\": [");
+        for (int p = 0, first = 1; p < P_COUNT; p++) {
+            if (part_bytes[p] <= 0) continue;
+            printf("%s\n    {\"part\": \"%s\", \"bytes\": %.0f, \"bw_pct_median\": %.4g}", first ? "" : ",", part_name[p],
+                   part_bytes[p], q[p][1]);
+            first = 0;
+        }
+        printf("\n  ]\n}\n");
+    } else {
+        printf("decode matrix products alone: %.2f MiB per step, %d threads, %d rounds, each between two read-bandwidth "
+               "samples (%zu MiB)\n", total_bytes / 1048576.0, threads, rounds, sample_mib);
+        printf("  all: %.2f GB/s median; %.1f%% of the enclosing samples' mean (median over rounds; quartiles %.1f .. "
+               "%.1f)\n", gmed, q[P_COUNT][1], q[P_COUNT][0], q[P_COUNT][2]);
+        printf("  rounds with samples above the median (%d, samples %.2f GB/s): %.1f%%; at or below (%d, %.2f GB/s): "
+               "%.1f%%\n", nh[1], half[1][1], half[1][0], nh[0], half[0][1], half[0][0]);
+        printf("  %-24s %10s %12s\n", "part", "MiB/step", "% (median)");
+        for (int p = 0; p < P_COUNT; p++)
+            if (part_bytes[p] > 0) printf("  %-24s %10.1f %11.1f%%\n", part_name[p], part_bytes[p] / 1048576.0, q[p][1]);
+    }
+    rc = 0;
+out:
+    kz_membw_close(bw);
+    kz_pool_free(pool);
+    free(x);
+    free(yb);
+    free(work);
+    free(ratio);
+    free(samp);
+    free(allgbs);
+    free(tmp);
+    free(sel);
+    return rc;
+}
