@@ -275,7 +275,13 @@ int cmd_bench(int argc, char **argv) {
     }
 
     if (!model) { fprintf(stderr, "kazeia bench: -m MODEL.gguf is required (or --membw)\n"); bench_usage(stderr); return 2; }
-    if (p + n < 1) { fprintf(stderr, "kazeia bench: nothing to measure: -p and -n are both 0\n"); return 2; }
+    if (mm_rounds > 0 && (no_membw || membw_given > 0)) {
+        /* its figures are shares of the samples it takes itself */
+        fprintf(stderr, "kazeia bench: --matmuls samples the read bandwidth around every round; it does not take "
+                        "--no-membw or --membw-gbs\n");
+        return 2;
+    }
+    if (p + n < 1 && mm_rounds == 0) { fprintf(stderr, "kazeia bench: nothing to measure: -p and -n are both 0\n"); return 2; }
     kz_kv_type kv;
     if (!strcmp(kvs, "f32")) kv = KZ_KV_F32;
     else if (!strcmp(kvs, "f16")) kv = KZ_KV_F16;

@@ -234,3 +234,9 @@ def test_bench_matmuls(models, arch):
     assert "decode matrix products alone" in human and "lm head" in human
     r = run("bench", "-m", path, "--matmuls", 0, check=False)
     assert r.returncode == 2 and "--matmuls" in r.stderr
+    for opt in (["--no-membw"], ["--membw-gbs", 10]):
+        r = run("bench", "-m", path, "--matmuls", 1, *opt, check=False)
+        assert r.returncode == 2 and "does not take" in r.stderr, r.stderr
+    # -p 0 -n 0 is fine with --matmuls (it measures neither)
+    assert "lm head" in run("bench", "-m", path, "-p", 0, "-n", 0, "-t", 1, "--matmuls", 1,
+                            "--membw-sample-mib", 16).stdout
