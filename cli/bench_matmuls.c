@@ -61,81 +61,74 @@ typedef struct {
     double t[P_COUNT], bytes[P_COUNT];
 } mm_run;
 
-static void run_part(mm_run *r, int part, const kz_wmat *const *w, int nw) {
-    int64_t ld[KZ_MM_MAX];
-    int k = 0;
-    const kz_wmat *v[KZ_MM_MAX];
-    for (int i = 0; i < nw; i++)
-        if (w[i]->data) { /* absent matrices are skipped, as the loader would have refused them */
-            v[k] = w[i];
-            ld[k] = w[i]->n_out;
-            r->bytes[part] += (double)w[i]->row_bytes * (double)w[i]->n_out;
-            k++;
-        }
-    if (!k) return;
-    const double t0 = now_s();
-    kz_matmul_multi(r->pool, v, k, r->x, 1, r->y, ld, r->work, NULL);
-    r->t[part] += now_s() - t0;
+/* one dispatch of a decode step: the matrices forward.c passes to one kz_matmul_multi call */
+typedef struct {
+    int part, n;
+    const kz_wmat *w[KZ_MM_MAX];
+} mm_group;
+
+static void add_group(mm_group *g, int *ng, int part, const kz_wmat *a, const kz_wmat *b, const kz_wmat *c,
+                      const kz_wmat *d) {
+    const kz_wmat *in[4] = {a, b, c, d};
+    mm_group *o = &g[*ng];
+    o->part = part, o->n = 0;
+    for (int i = 0; i < 4; i++)
+        if (in[i] && in[i]->data) o->w[o->n++] = in[i]; /* absent matrices: the loader refused any it needs */
+    if (o->n) (*ng)++;
 }
 
-/* one decode step's products, in forward.c's order */
-static void step(const kz_model *m, mm_run *r) {
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        const kz_layer *ly = &m->layers[il];
-        if (ly->is_gdn) {
-            const kz_wmat *w[] = {&ly->wqkv, &ly->wgate, &ly->wbeta, &ly->walpha};
-            run_part(r, P_GDN_IN, w, 4);
-            const kz_wmat *o[] = {&ly->wssm_out};
-            run_part(r, P_GDN_OUT, o, 1);
-        } else {
-            const kz_wmat *w[] = {&ly->wq, &ly->wk, &ly->wv};
-            run_part(r, P_ATTN_IN, w, 3);
-            const kz_wmat *o[] = {&ly->wo};
-            run_part(r, P_ATTN_OUT, o, 1);
-        }
-        const kz_wmat *f[] = {&ly->ffn_gate, &ly->ffn_up};
-        run_part(r, P_FFN_GU, f, 2);
-        const kz_wmat *d[] = {&ly->ffn_down};
-        run_part(r, P_FFN_DOWN, d, 1);
+/* layer il's dispatches in forward.c's order (il == n_layer: the LM head); returns their count */
+static int layer_groups(const kz_model *m, int il, mm_group g[4]) {
+    int ng = 0;
+    if (il == m->hp.n_layer) {
+        add_group(g, &ng, P_HEAD, &m->output, NULL, NULL, NULL);
+        return ng;
     }
-    const kz_wmat *h[] = {&m->output};
-    run_part(r, P_HEAD, h, 1);
+    const kz_layer *ly = &m->layers[il];
+    if (ly->is_gdn) {
+        add_group(g, &ng, P_GDN_IN, &ly->wqkv, &ly->wgate, &ly->wbeta, &ly->walpha);
+        add_group(g, &ng, P_GDN_OUT, &ly->wssm_out, NULL, NULL, NULL);
+    } else {
+        add_group(g, &ng, P_ATTN_IN, &ly->wq, &ly->wk, &ly->wv, NULL);
+        add_group(g, &ng, P_ATTN_OUT, &ly->wo, NULL, NULL, NULL);
+    }
+    add_group(g, &ng, P_FFN_GU, &ly->ffn_gate, &ly->ffn_up, NULL, NULL);
+    add_group(g, &ng, P_FFN_DOWN, &ly->ffn_down, NULL, NULL, NULL);
+    return ng;
 }
 
-/* the largest n_in / n_out and work buffer over the groups step() runs */
+/* one decode step's products */
+static void step(const kz_model *m, mm_run *r) {
+    for (int il = 0; il <= m->hp.n_layer; il++) {
+        mm_group g[4];
+        const int ng = layer_groups(m, il, g);
+        for (int j = 0; j < ng; j++) {
+            int64_t ld[KZ_MM_MAX];
+            for (int i = 0; i < g[j].n; i++) {
+                ld[i] = g[j].w[i]->n_out;
+                r->bytes[g[j].part] += (double)g[j].w[i]->row_bytes * (double)g[j].w[i]->n_out;
+            }
+            const double t0 = now_s();
+            kz_matmul_multi(r->pool, g[j].w, g[j].n, r->x, 1, r->y, ld, r->work, NULL);
+            r->t[g[j].part] += now_s() - t0;
+        }
+    }
+}
+
+/* the largest n_in / n_out and work buffer over the dispatches step() makes */
 static void sizes(const kz_model *m, int64_t *max_in, int64_t *max_out, size_t *work) {
     *max_in = *max_out = 1;
     *work = 1;
     for (int il = 0; il <= m->hp.n_layer; il++) {
-        const kz_wmat *g[4][4];
-        int ng = 0, cnt[4] = {0};
-        if (il == m->hp.n_layer) {
-            g[ng][0] = &m->output, cnt[ng++] = 1;
-        } else {
-            const kz_layer *ly = &m->layers[il];
-            if (ly->is_gdn) {
-                g[ng][0] = &ly->wqkv, g[ng][1] = &ly->wgate, g[ng][2] = &ly->wbeta, g[ng][3] = &ly->walpha, cnt[ng++] = 4;
-                g[ng][0] = &ly->wssm_out, cnt[ng++] = 1;
-            } else {
-                g[ng][0] = &ly->wq, g[ng][1] = &ly->wk, g[ng][2] = &ly->wv, cnt[ng++] = 3;
-                g[ng][0] = &ly->wo, cnt[ng++] = 1;
-            }
-            g[ng][0] = &ly->ffn_gate, g[ng][1] = &ly->ffn_up, cnt[ng++] = 2;
-            g[ng][0] = &ly->ffn_down, cnt[ng++] = 1;
-        }
+        mm_group g[4];
+        const int ng = layer_groups(m, il, g);
         for (int j = 0; j < ng; j++) {
-            const kz_wmat *v[4];
-            int k = 0;
-            for (int i = 0; i < cnt[j]; i++)
-                if (g[j][i]->data) {
-                    v[k++] = g[j][i];
-                    if (g[j][i]->n_in > *max_in) *max_in = g[j][i]->n_in;
-                    if (g[j][i]->n_out > *max_out) *max_out = g[j][i]->n_out;
-                }
-            if (k) {
-                const size_t wb = kz_matmul_multi_work_bytes(v, k, 1);
-                if (wb > *work) *work = wb;
+            for (int i = 0; i < g[j].n; i++) {
+                if (g[j].w[i]->n_in > *max_in) *max_in = g[j].w[i]->n_in;
+                if (g[j].w[i]->n_out > *max_out) *max_out = g[j].w[i]->n_out;
             }
+            const size_t wb = kz_matmul_multi_work_bytes(g[j].w, g[j].n, 1);
+            if (wb > *work) *work = wb;
         }
     }
 }
