@@ -498,9 +498,16 @@ static void test_p16_kernels(void) {
      * GEMV prefetch: the dispatch picks one by vendor, so one host would run only one) */
     kz_gemm_p16_fn fns[KZ_ISA_COUNT + 2];
     int lvl[KZ_ISA_COUNT + 2], n_fn = 0;
-    for (int isa = 0; isa < KZ_ISA_COUNT; isa++)
-        if (kz_gemm_p16_get_isa(isa)) { fns[n_fn] = kz_gemm_p16_get_isa(isa); lvl[n_fn++] = isa; }
+    for (int isa = 0; isa < KZ_ISA_COUNT; isa++) {
 #if defined(__x86_64__)
+        if (isa == KZ_ISA_AVX512) continue; /* both of its entries are added below */
+#endif
+        if (kz_gemm_p16_get_isa(isa)) { fns[n_fn] = kz_gemm_p16_get_isa(isa); lvl[n_fn++] = isa; }
+    }
+#if defined(__x86_64__)
+    /* the dispatch returns one of these two (by vendor) */
+    CHECK(!kz_isa_available(KZ_ISA_AVX512) || kz_gemm_p16_get_isa(KZ_ISA_AVX512) == kz_avx512_gemm_q4_0_p16 ||
+          kz_gemm_p16_get_isa(KZ_ISA_AVX512) == kz_avx512_gemm_q4_0_p16_nopf);
     if (kz_isa_available(KZ_ISA_AVX512)) {
         fns[n_fn] = kz_avx512_gemm_q4_0_p16; lvl[n_fn++] = KZ_ISA_AVX512;
         fns[n_fn] = kz_avx512_gemm_q4_0_p16_nopf; lvl[n_fn++] = KZ_ISA_AVX512;
