@@ -148,6 +148,7 @@ int kz_bench_matmuls(const kz_model *m, int threads, int rounds, size_t sample_m
     double *tmp = calloc((size_t)rounds + 2, sizeof *tmp), *sel = calloc((size_t)rounds, sizeof *sel);
     double part_bytes[P_COUNT] = {0};
     if (!bw) { fprintf(stderr, "kazeia bench: %s\n", err); goto out; }
+    const char *loads = kz_membw_method(bw);
     if (!pool || !x || !yb || !work || !ratio || !samp || !allgbs || !tmp || !sel) {
         fprintf(stderr, "kazeia bench: out of memory\n");
         goto out;
@@ -204,8 +205,8 @@ int kz_bench_matmuls(const kz_model *m, int threads, int rounds, size_t sample_m
     double total_bytes = 0;
     for (int p = 0; p < P_COUNT; p++) total_bytes += part_bytes[p];
     if (json) {
-        printf("{\n  \"threads\": %d,\n  \"rounds\": %d,\n  \"sample_mib\": %zu,\n  \"bytes_per_step\": %.0f,\n", threads,
-               rounds, sample_mib, total_bytes);
+        printf("{\n  \"threads\": %d,\n  \"rounds\": %d,\n  \"sample_mib\": %zu,\n  \"sample_loads\": \"%s\",\n"
+               "  \"bytes_per_step\": %.0f,\n", threads, rounds, sample_mib, loads, total_bytes);
         printf("  \"matmul_gbs_median\": %.4g,\n  \"samples_gbs_median\": %.4g,\n", gmed, smed);
         printf("  \"matmul_bw_pct\": {\"median\": %.4g, \"q1\": %.4g, \"q3\": %.4g},\n", q[P_COUNT][1], q[P_COUNT][0],
                q[P_COUNT][2]);
@@ -223,7 +224,7 @@ int kz_bench_matmuls(const kz_model *m, int threads, int rounds, size_t sample_m
         printf("\n  ]\n}\n");
     } else {
         printf("decode matrix products alone: %.2f MiB per step, %d threads, %d rounds, each between two read-bandwidth "
-               "samples (%zu MiB)\n", total_bytes / 1048576.0, threads, rounds, sample_mib);
+               "samples (%zu MiB, %s loads)\n", total_bytes / 1048576.0, threads, rounds, sample_mib, loads);
         printf("  all: %.2f GB/s median; %.1f%% of the enclosing samples' mean (median over rounds; quartiles %.1f .. "
                "%.1f)\n", gmed, q[P_COUNT][1], q[P_COUNT][0], q[P_COUNT][2]);
         printf("  rounds with samples above the median (%d, samples %.2f GB/s): %.1f%%; at or below (%d, %.2f GB/s): "

@@ -120,9 +120,11 @@ static void prof_add(kz_profile *sum, const kz_profile *p) {
 /* ---------------- memory read bandwidth ---------------- */
 
 /* Median GB/s of `passes` timed passes after one warm-up; -1 on failure. */
-static double measure_membw(int n_threads, size_t mib, int passes, double *best, char *err, size_t errlen) {
+static double measure_membw(int n_threads, size_t mib, int passes, double *best, const char **loads, char *err,
+                            size_t errlen) {
     kz_membw *b = kz_membw_open(n_threads, mib, err, errlen);
     if (!b) return -1;
+    if (loads) *loads = kz_membw_method(b);
     double *gbs = malloc((size_t)passes * sizeof *gbs);
     double res = -1;
     if (!gbs) { snprintf(err, errlen, "out of memory setting up the bandwidth test"); goto out; }
@@ -263,14 +265,17 @@ int cmd_bench(int argc, char **argv) {
 
     if (membw_only) {
         double best = 0;
-        double g = measure_membw((int)threads, (size_t)membw_mib, (int)membw_passes, &best, err, sizeof err);
+        const char *loads = "";
+        double g = measure_membw((int)threads, (size_t)membw_mib, (int)membw_passes, &best, &loads, err, sizeof err);
         if (g < 0) { fprintf(stderr, "kazeia bench: %s\n", err); return 1; }
         if (json)
-            printf("{\"membw_gbs\": %.4f, \"membw_best_gbs\": %.4f, \"threads\": %ld, \"buffer_mib\": %ld, \"passes\": %ld}\n",
-                   g, best, threads, membw_mib, membw_passes);
+            printf("{\"membw_gbs\": %.4f, \"membw_best_gbs\": %.4f, \"threads\": %ld, \"buffer_mib\": %ld, \"passes\": %ld, "
+                   "\"membw_loads\": \"%s\"}\n",
+                   g, best, threads, membw_mib, membw_passes, loads);
         else
-            printf("memory read bandwidth: %.2f GB/s median, %.2f GB/s best (%ld threads, %ld MiB buffer, %ld passes)\n",
-                   g, best, threads, membw_mib, membw_passes);
+            printf("memory read bandwidth: %.2f GB/s median, %.2f GB/s best (%ld threads, %ld MiB buffer, %ld passes, "
+                   "%s loads)\n",
+                   g, best, threads, membw_mib, membw_passes, loads);
         return 0;
     }
 
@@ -321,6 +326,7 @@ int cmd_bench(int argc, char **argv) {
                                                         * and mean, interleaved bw samples */
     long n_isamp = 0, cap_isamp = 0;
     kz_membw *bws = NULL;
+    const char *samp_loads = ""; /* read build of the interleaved samples */
     int rc = 0;
     if (!toks || !logits || !pp || !tg) { fprintf(stderr, "kazeia bench: out of memory\n"); rc = 1; goto done; }
     uint64_t rs = (uint64_t)seed;
@@ -340,6 +346,7 @@ int cmd_bench(int argc, char **argv) {
         rss_before_bws = (uint64_t)ru0.ru_maxrss * 1024u;
         bws = kz_membw_open((int)threads, (size_t)membw_inter_mib, err, sizeof err);
         if (!bws) { fprintf(stderr, "kazeia bench: %s\n", err); rc = 1; goto done; }
+        samp_loads = kz_membw_method(bws);
     }
     if (!(eff = calloc((size_t)runs, sizeof *eff)) || !(effm = calloc((size_t)runs, sizeof *effm))) {
         fprintf(stderr, "kazeia bench: out of memory\n");
@@ -454,8 +461,9 @@ int cmd_bench(int argc, char **argv) {
 
         double bw = membw_given, bw_best = 0;
         int bw_measured = 0;
+        const char *bw_loads = samp_loads;
         if (bw <= 0 && !no_membw) {
-            bw = measure_membw((int)threads, (size_t)membw_mib, (int)membw_passes, &bw_best, err, sizeof err);
+            bw = measure_membw((int)threads, (size_t)membw_mib, (int)membw_passes, &bw_best, &bw_loads, err, sizeof err);
             if (bw < 0) { fprintf(stderr, "kazeia bench: %s\n", err); rc = 1; goto done; }
             bw_measured = 1;
         }
@@ -483,6 +491,7 @@ int cmd_bench(int argc, char **argv) {
                     (unsigned long long)wb.output_norm, (unsigned long long)wb.embd_row);
             if (n > 0) fprintf(f, "  \"decode_gbs\": %.6g,\n", dec_bw);
             if (bw > 0) fprintf(f, "  \"membw_gbs\": %.6g,\n  \"membw_measured\": %s,\n", bw, bw_measured ? "true" : "false");
+            if (bw_loads[0]) fprintf(f, "  \"membw_loads\": \"%s\",\n", bw_loads);
             if (pct >= 0) fprintf(f, "  \"decode_bw_pct\": %.4g,\n", pct);
             if (n > 0)
                 fprintf(f, "  \"state_bytes_per_token\": %.0f,\n  \"kv_read_bytes_per_token\": %.0f,\n", st_bytes, kv_bytes);
@@ -522,7 +531,8 @@ int cmd_bench(int argc, char **argv) {
                    wb.layers / 1048576.0, wb.lm_head / 1048576.0);
             if (n > 0) printf("decode bandwidth: %.2f GB/s", dec_bw);
             if (n > 0 && pct >= 0)
-                printf(" = %.1f%% of %s read bandwidth %.2f GB/s", pct, bw_measured ? "measured" : "given", bw);
+                printf(" = %.1f%% of %s read bandwidth %.2f GB/s%s%s%s", pct, bw_measured ? "measured" : "given", bw,
+                       bw_measured ? " (" : "", bw_measured ? bw_loads : "", bw_measured ? " loads)" : "");
             if (n > 0) printf("\n");
             if (have_eff) {
                 printf("decode vs the read bandwidth sampled every %ld tokens (%ld samples, %.2f GB/s median, %.2f .. "

@@ -333,11 +333,13 @@ void kz_pack16_q4_0(const void *w, size_t ws, int64_t n_rows, int64_t n, void *d
 
 kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa) {
 #if defined(__x86_64__)
-    /* The decode GEMV's 2 KiB software prefetch, a speed choice only (same bits): on the AMD Zen 4
-     * host of 2026-12-04 one thread's GEMV over 1 GB of packed rows ran 25-29 GB/s with it
-     * against 30-34 without (6 interleaved rounds), the 4B decode at -t 1 9.15 vs 9.89 t/s (mean
-     * of 8 interleaved pairs), equal medians at -t 2; the Xeon of the earlier sessions gained from
-     * it (1-2 KiB best). So it is off on AMD. */
+    /* The decode GEMV's software prefetch (quant_x86.c: ZR_PF into L1, ZR_PF2 into L2), a speed
+     * choice only (same bits): on the AMD Zen 4 host of 2026-12-04 one thread's GEMV over 1 GB of
+     * packed rows ran 25-29 GB/s with the 2 KiB one against 30-34 without (6 interleaved rounds),
+     * the 4B decode at -t 1 9.15 vs 9.89 t/s (mean of 8 interleaved pairs), equal medians at -t 2;
+     * on the Xeons (earlier sessions, and the one of 2026-12-04 with the two distances: products
+     * at 96-99 % of the read samples, 65 % without any prefetch) it is needed. So it is off on
+     * AMD only. */
     if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512))
         return kz_cpu_features_get()->amd ? kz_avx512_gemm_q4_0_p16_nopf : kz_avx512_gemm_q4_0_p16;
 #endif

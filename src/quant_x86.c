@@ -59,7 +59,14 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
 #define ZR_CH 128 /* blocks per chunk: 36 KiB of gathered weights + the corrections */
 #define ZR_TG 64  /* tokens per correction group */
 #ifndef ZR_PF
-#define ZR_PF 2048 /* GEMV prefetch distance, bytes (measured on the 4B decode: 1-2 KiB best, 4+ KiB worse) */
+/* GEMV software prefetch, two distances ahead of the block being read: ZR_PF bytes into L1 (T0)
+ * and ZR_PF2 into L2 (T1). Xeon host of 2026-12-04 (2 threads, 4B, `kazeia bench --matmuls 20`,
+ * two interleaved rounds, % of the 64-byte-load read samples): T0 2 KiB alone 80.6-81.8 %;
+ * + T1 8, 12, 16, 24 KiB 96.2-99.0 %; T0 1 KiB + T1 8 KiB 90.8-91.6 %; T1 alone at 8 or 16 KiB
+ * 82.5-88.9 %; T2 16 KiB 84.8-85.2 %; none 64.6 %. One core keeps too few lines in flight with
+ * the near prefetch alone (the hardware streamer stops at every 4 KiB page). */
+#define ZR_PF 2048
+#define ZR_PF2 12288
 #endif
 
 T_AVX512 KZ_INL int32_t zr_corr(const uint8_t *ab) {
@@ -201,12 +208,17 @@ T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *
                                    const int pf) {
     const __m512i ml = _mm512_set1_epi8(0x0f), mh = _mm512_set1_epi8((char)0xf0);
     if (ZR_PF && pf) {
-        /* software prefetch ZR_PF bytes ahead: the hardware streamer stops at each 4 KiB page */
+        /* 5 lines per 288-byte block at each distance: every line at least once */
         _mm_prefetch((const char *)p + ZR_PF, _MM_HINT_T0);
         _mm_prefetch((const char *)p + ZR_PF + 64, _MM_HINT_T0);
         _mm_prefetch((const char *)p + ZR_PF + 128, _MM_HINT_T0);
         _mm_prefetch((const char *)p + ZR_PF + 192, _MM_HINT_T0);
         _mm_prefetch((const char *)p + ZR_PF + 256, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + ZR_PF2, _MM_HINT_T1);
+        _mm_prefetch((const char *)p + ZR_PF2 + 64, _MM_HINT_T1);
+        _mm_prefetch((const char *)p + ZR_PF2 + 128, _MM_HINT_T1);
+        _mm_prefetch((const char *)p + ZR_PF2 + 192, _MM_HINT_T1);
+        _mm_prefetch((const char *)p + ZR_PF2 + 256, _MM_HINT_T1);
     }
     const __m512i q0 = _mm512_loadu_si512((const void *)p), q1 = _mm512_loadu_si512((const void *)(p + 64));
     const __m512i q2 = _mm512_loadu_si512((const void *)(p + 128)), q3 = _mm512_loadu_si512((const void *)(p + 192));

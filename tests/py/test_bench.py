@@ -112,6 +112,16 @@ def test_bench_membw():
     r = run("bench", "--membw", "-t", 1, "--membw-mib", 64, "--membw-passes", 2, "--json")
     j = json.loads(r.stdout)
     assert j["membw_gbs"] > 0 and j["membw_best_gbs"] >= j["membw_gbs"] and j["threads"] == 1
+    # the read build is the fastest of those this CPU runs (each one's checksum is verified while
+    # they are compared, so a wrong build fails the open)
+    flags = _cpu_flags()
+    allowed = {"generic"}
+    if os.uname().machine == "x86_64":
+        allowed |= {"avx2"} if {"avx2", "fma", "f16c"} <= flags else set()
+        allowed |= {"avx512"} if "avx512f" in flags else set()
+    assert j["membw_loads"] in allowed, (j["membw_loads"], allowed)
+    t = run("bench", "--membw", "-t", 2, "--membw-mib", 64, "--membw-passes", 1).stdout
+    assert re.search(r"\(2 threads, 64 MiB buffer, 1 passes, (generic|avx2|avx512) loads\)", t), t
 
 
 def test_bench_errors(models, tmp_path):
@@ -224,6 +234,7 @@ def test_bench_matmuls(models, arch):
     assert j["bytes_per_step"] == sum(want.values())
     assert (arch == "qwen35") == ("gdn out" in got)
     assert j["rounds"] == rounds and j["threads"] == 2 and j["sample_mib"] == 16
+    assert j["sample_loads"] in ("generic", "avx2", "avx512")
     q = j["matmul_bw_pct"]
     assert 0 < q["q1"] <= q["median"] <= q["q3"], q
     assert all(p["bw_pct_median"] > 0 for p in j["parts"])
