@@ -500,7 +500,7 @@ int cmd_bench(int argc, char **argv) {
                 json_stats(f, "decode_bw_pct_interleaved", &se, eff, (int)runs);
                 json_stats(f, "decode_bw_pct_interleaved_vs_mean", &sem, effm, (int)runs);
                 json_stats(f, "membw_interleaved_gbs", &si, isamp, (int)n_isamp);
-                fprintf(f, "  \"membw_every\": %ld,\n", membw_every);
+                fprintf(f, "  \"membw_every\": %ld,\n  \"membw_interleaved_loads\": \"%s\",\n", membw_every, samp_loads);
             }
             fprintf(f, "  \"peak_rss_bytes\": %llu\n}\n", (unsigned long long)rss);
         } else {

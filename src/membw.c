@@ -28,12 +28,12 @@ static double now_s(void) {
  * kz_membw_open keeps the fastest of the builds this CPU runs (see bw_calibrate). */
 typedef uint64_t bw_vec __attribute__((vector_size(32)));
 typedef uint64_t bw_vec64 __attribute__((vector_size(64)));
-/* the 32-byte vector never crosses a call: the helpers are always inlined */
+/* the vectors never cross a call (helpers inlined or taking pointers) */
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 typedef struct {
     uint64_t *buf;
-    size_t n64;        /* uint64 elements, multiple of 16 * nth */
+    size_t n64;        /* uint64 elements, multiple of 32 * nth */
     int fill;          /* 1: write the pattern, 0: read + sum */
     int method;        /* BW_* read build */
     uint64_t sums[512];
@@ -94,7 +94,7 @@ static void bw_worker(void *arg, int ith, int nth) {
         t->sums[ith] = bw_sum_avx512((const bw_vec64 *)(const void *)p, cnt / 8);
         return;
     }
-    if (t->method == BW_AVX2 || t->method == BW_AVX512) {
+    if (t->method == BW_AVX2) {
         t->sums[ith] = bw_sum_avx2(v, cnt / 4);
         return;
     }
@@ -124,7 +124,7 @@ static double bw_pass_with(kz_membw *b, int method, char *err, size_t errlen);
 /* Which read build reaches the most on this machine: BW_CAL_ROUNDS rounds, each one pass of
  * every build the CPU runs, back to back (the host's bandwidth drifts between rounds, less
  * within one); a build wins on its median ratio to the first build of its round. */
-#define BW_CAL_ROUNDS 3
+#define BW_CAL_ROUNDS 3 /* the median below is of 3 */
 static int bw_calibrate(kz_membw *b, char *err, size_t errlen) {
     int ms[BW_N], nm = 0;
     for (int m = 0; m < BW_N; m++)

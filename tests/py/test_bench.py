@@ -184,6 +184,7 @@ def test_bench_membw_interleaved(models):
     assert len(samples) == runs * per_run and all(g > 0 for g in samples)
     pct = j["decode_bw_pct_interleaved"]["runs"]
     assert len(pct) == runs and j["membw_every"] == every
+    assert j["membw_interleaved_loads"] in ("generic", "avx2", "avx512")
     for r in range(runs):
         s = sorted(samples[r * per_run:(r + 1) * per_run])
         med = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
