@@ -39,31 +39,25 @@ typedef struct {
     uint64_t sums[512];
 } bw_task;
 
-static inline __attribute__((always_inline)) uint64_t bw_sum_body(const bw_vec *v, size_t nv) {
-    bw_vec a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0; /* 4 chains: loads stay in flight */
-    for (size_t i = 0; i < nv; i += 4) {
-        a0 += v[i];
-        a1 += v[i + 1];
-        a2 += v[i + 2];
-        a3 += v[i + 3];
-    }
-    bw_vec a = a0 + a1 + a2 + a3;
-    return a[0] + a[1] + a[2] + a[3];
-}
-static uint64_t bw_sum(const bw_vec *v, size_t nv) { return bw_sum_body(v, nv); }
+/* the sum of nv vectors of type VT (NL uint64 lanes): 4 chains, so loads stay in flight */
+#define BW_SUM_BODY(VT, NL)                                \
+    VT a0 = {0}, a1 = a0, a2 = a0, a3 = a0;                \
+    for (size_t i = 0; i < nv; i += 4) {                   \
+        a0 += v[i];                                        \
+        a1 += v[i + 1];                                    \
+        a2 += v[i + 2];                                    \
+        a3 += v[i + 3];                                    \
+    }                                                      \
+    const VT a = a0 + a1 + a2 + a3;                        \
+    uint64_t s = 0;                                        \
+    for (int l = 0; l < (NL); l++) s += a[l];              \
+    return s;
+static uint64_t bw_sum(const bw_vec *v, size_t nv) { BW_SUM_BODY(bw_vec, 4) }
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static uint64_t bw_sum_avx2(const bw_vec *v, size_t nv) { return bw_sum_body(v, nv); }
+__attribute__((target("avx2"))) static uint64_t bw_sum_avx2(const bw_vec *v, size_t nv) { BW_SUM_BODY(bw_vec, 4) }
 /* 64-byte lanes: one load per cache line */
 __attribute__((target("avx512f"))) static uint64_t bw_sum_avx512(const bw_vec64 *v, size_t nv) {
-    bw_vec64 a0 = {0}, a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < nv; i += 4) {
-        a0 += v[i];
-        a1 += v[i + 1];
-        a2 += v[i + 2];
-        a3 += v[i + 3];
-    }
-    bw_vec64 a = a0 + a1 + a2 + a3;
-    return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+    BW_SUM_BODY(bw_vec64, 8)
 }
 #endif
 
