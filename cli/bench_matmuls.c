@@ -21,8 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "bench_matmuls.h"
+#include "bench_stats.h"
 #include "membw.h"
 #include "model.h"
 #include "quant.h"
@@ -31,27 +31,6 @@
 enum { P_GDN_IN, P_GDN_OUT, P_ATTN_IN, P_ATTN_OUT, P_FFN_GU, P_FFN_DOWN, P_HEAD, P_COUNT };
 static const char *const part_name[P_COUNT] = {
     "gdn in (qkv, z, b, a)", "gdn out", "attn in (q, k, v)", "attn out", "ffn gate + up", "ffn down", "lm head"};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* the q-quantile of v[0..n) (sorted copy in t), linear between ranks */
-static double quantile(const double *v, int n, double q, double *t) {
-    if (n <= 0) return 0;
-    memcpy(t, v, (size_t)n * sizeof *t);
-    qsort(t, (size_t)n, sizeof *t, cmp_d);
-    const double pos = q * (n - 1);
-    const int i = (int)pos;
-    return i + 1 < n ? t[i] + (pos - i) * (t[i + 1] - t[i]) : t[n - 1];
-}
 
 typedef struct {
     kz_pool *pool;
@@ -108,9 +87,9 @@ static void step(const kz_model *m, mm_run *r) {
                 ld[i] = g[j].w[i]->n_out;
                 r->bytes[g[j].part] += (double)g[j].w[i]->row_bytes * (double)g[j].w[i]->n_out;
             }
-            const double t0 = now_s();
+            const double t0 = kz_bench_now();
             kz_matmul_multi(r->pool, g[j].w, g[j].n, r->x, 1, r->y, ld, r->work, NULL);
-            r->t[g[j].part] += now_s() - t0;
+            r->t[g[j].part] += kz_bench_now() - t0;
         }
     }
 }
@@ -183,11 +162,11 @@ int kz_bench_matmuls(const kz_model *m, int threads, int rounds, size_t sample_m
     }
     /* column c of ratio over all rounds, or over the rounds whose samples are above (hi = 1) or
      * at/below (hi = 0) the median sample */
-    const double smed = quantile(samp, rounds, 0.5, tmp);
+    const double smed = kz_quantile(samp, rounds, 0.5, tmp);
     double q[P_COUNT + 1][3], half[2][2]; /* quartiles per column; [lo/hi][median %, median GB/s] */
     for (int c = 0; c <= P_COUNT; c++) {
         for (int r = 0; r < rounds; r++) sel[r] = ratio[(size_t)r * (P_COUNT + 1) + c];
-        for (int k = 0; k < 3; k++) q[c][k] = quantile(sel, rounds, 0.25 * (k + 1), tmp);
+        for (int k = 0; k < 3; k++) q[c][k] = kz_quantile(sel, rounds, 0.25 * (k + 1), tmp);
     }
     int nh[2] = {0, 0};
     for (int h = 0; h < 2; h++) {
@@ -195,13 +174,13 @@ int kz_bench_matmuls(const kz_model *m, int threads, int rounds, size_t sample_m
         for (int r = 0; r < rounds; r++)
             if ((samp[r] > smed) == h) sel[k++] = ratio[(size_t)r * (P_COUNT + 1) + P_COUNT];
         nh[h] = k;
-        half[h][0] = quantile(sel, k, 0.5, tmp);
+        half[h][0] = kz_quantile(sel, k, 0.5, tmp);
         k = 0;
         for (int r = 0; r < rounds; r++)
             if ((samp[r] > smed) == h) sel[k++] = samp[r];
-        half[h][1] = quantile(sel, k, 0.5, tmp);
+        half[h][1] = kz_quantile(sel, k, 0.5, tmp);
     }
-    const double gmed = quantile(allgbs, rounds, 0.5, tmp);
+    const double gmed = kz_quantile(allgbs, rounds, 0.5, tmp);
     double total_bytes = 0;
     for (int p = 0; p < P_COUNT; p++) total_bytes += part_bytes[p];
     if (json) {

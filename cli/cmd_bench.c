@@ -24,13 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include "cli.h"
 #include "args.h"
 #include "api.h"
 #include "attention.h"
 #include "model.h"
 #include "bench_matmuls.h"
+#include "bench_stats.h"
 #include "membw.h"
 #include "threadpool.h"
 
@@ -64,12 +64,6 @@ static void bench_usage(FILE *f) {
             "buffers.\n");
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int parse_pos_double(const char *s, const char *opt, double *out) {
     char *end;
     errno = 0;
@@ -86,18 +80,13 @@ static int parse_pos_double(const char *s, const char *opt, double *out) {
 
 typedef struct { double median, min, max, mean, stddev; } bstats;
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static bstats stats_of(const double *v, int n) {
     bstats s = {0, 0, 0, 0, 0};
     if (n <= 0) return s;
     double *t = malloc((size_t)n * sizeof *t);
     if (!t) return s;
     memcpy(t, v, (size_t)n * sizeof *t);
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    qsort(t, (size_t)n, sizeof *t, kz_cmp_double);
     s.median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
     s.min = t[0];
     s.max = t[n - 1];
@@ -301,10 +290,10 @@ int cmd_bench(int argc, char **argv) {
     mp.n_threads = (int)threads;
     if (repack >= 0) mp.repack_weights = repack;
     repack = mp.repack_weights;
-    double tl = now_s();
+    double tl = kz_bench_now();
     kz_model *m = kz_model_load(model, &mp, err, sizeof err);
     if (!m) { fprintf(stderr, "kazeia bench: %s\n", err); return 1; }
-    tl = now_s() - tl;
+    tl = kz_bench_now() - tl;
     if (mm_rounds > 0) {
         const int r = kz_bench_matmuls(m, (int)threads, (int)mm_rounds, (size_t)membw_inter_mib, json);
         kz_model_free(m);
@@ -361,12 +350,12 @@ int cmd_bench(int argc, char **argv) {
         if (profile) kz_seq_profile_enable(kz_context_seq(c), 1);
         uint64_t drs = (uint64_t)seed * 7919u + 17u; /* same decode ids every run */
         int32_t tok = (int32_t)(rng_next(&drs) % (uint64_t)nv);
-        double t0 = now_s();
+        double t0 = kz_bench_now();
         if (p > 0) {
             if (kz_eval(c, toks, (int)p, logits, 0)) { rc = 1; break; }
             if (greedy) tok = argmax(logits, nv);
         }
-        double t1 = now_s();
+        double t1 = kz_bench_now();
         if (profile) {
             if (r >= 0) prof_add(&prof_sum, kz_seq_profile(kz_context_seq(c)));
             kz_seq_profile_enable(kz_context_seq(c), 0);
@@ -377,13 +366,13 @@ int cmd_bench(int argc, char **argv) {
         long seg_n = 0, run_s0 = n_isamp; /* this run's samples start at isamp[run_s0] */
         if (bws) {
             if ((prev_bw = kz_membw_pass(bws, err, sizeof err)) < 0) { fprintf(stderr, "kazeia bench: %s\n", err); rc = 2; break; }
-            seg_t0 = now_s();
+            seg_t0 = kz_bench_now();
         }
         for (long i = 0; i < n; i++) {
             if (kz_eval(c, &tok, 1, logits, 0)) { rc = 1; break; }
             tok = greedy ? argmax(logits, nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
             if (bws && (++seg_n == membw_every || i == n - 1)) {
-                const double seg = now_s() - seg_t0;
+                const double seg = kz_bench_now() - seg_t0;
                 const double g = kz_membw_pass(bws, err, sizeof err);
                 if (g < 0) { fprintf(stderr, "kazeia bench: %s\n", err); rc = 2; break; }
                 dec_s += seg;
@@ -399,11 +388,11 @@ int cmd_bench(int argc, char **argv) {
                 }
                 prev_bw = g;
                 seg_n = 0;
-                seg_t0 = now_s();
+                seg_t0 = kz_bench_now();
             }
         }
         if (rc == 2) break;
-        double t2 = now_s();
+        double t2 = kz_bench_now();
         if (!bws) dec_s = t2 - t1;
         if (profile && n > 0) {
             if (r >= 0) prof_add(&dec_sum, kz_seq_profile(kz_context_seq(c)));
@@ -531,8 +520,10 @@ int cmd_bench(int argc, char **argv) {
                    wb.layers / 1048576.0, wb.lm_head / 1048576.0);
             if (n > 0) printf("decode bandwidth: %.2f GB/s", dec_bw);
             if (n > 0 && pct >= 0)
-                printf(" = %.1f%% of %s read bandwidth %.2f GB/s%s%s%s", pct, bw_measured ? "measured" : "given", bw,
-                       bw_measured ? " (" : "", bw_measured ? bw_loads : "", bw_measured ? " loads)" : "");
+            {
+                printf(" = %.1f%% of %s read bandwidth %.2f GB/s", pct, bw_measured ? "measured" : "given", bw);
+                if (bw_measured) printf(" (%s loads)", bw_loads);
+            }
             if (n > 0) printf("\n");
             if (have_eff) {
                 printf("decode vs the read bandwidth sampled every %ld tokens (%ld samples, %.2f GB/s median, %.2f .. "
