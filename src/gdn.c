@@ -201,13 +201,6 @@ KZ_AINL float update_dot8(float *restrict row, const float *restrict k, const fl
     return s;
 }
 
-/* One head's dv rows (dk % 8 == 0), per row exactly kz_dot8 then update_dot8 (same lane
- * operations and reductions), software-pipelined: row r's update + read-out runs in the same
- * loop as row r + 1's dot, so two add chains are in flight instead of one. Row at a time, each
- * 8-lane add waited for the previous one (16 in a chain per pass): the decode step's GDN core
- * sat on add latency. Rows of several heads interleaved were measured slower on cold state:
- * the state is streamed once per token, and the hardware prefetcher wants one ascending
- * stream, which this keeps (row r is in L1, row r + 1 is the next 512 bytes). */
 /* software prefetch of the state KZ_GDN_PF rows ahead (4 KiB at dk = 128; 0 = off): the
  * hardware streamer stops at every 4 KiB page, and one thread's state stream from DRAM then
  * stalls at each page start. Xeon host of 2026-12-04, 4B decode profile (2 threads): GDN core
@@ -215,6 +208,14 @@ KZ_AINL float update_dot8(float *restrict row, const float *restrict k, const fl
 #ifndef KZ_GDN_PF
 #define KZ_GDN_PF 8
 #endif
+
+/* One head's dv rows (dk % 8 == 0), per row exactly kz_dot8 then update_dot8 (same lane
+ * operations and reductions), software-pipelined: row r's update + read-out runs in the same
+ * loop as row r + 1's dot, so two add chains are in flight instead of one. Row at a time, each
+ * 8-lane add waited for the previous one (16 in a chain per pass): the decode step's GDN core
+ * sat on add latency. Rows of several heads interleaved were measured slower on cold state:
+ * the state is streamed once per token, and the hardware prefetcher wants one ascending
+ * stream, which this keeps (row r is in L1, row r + 1 is the next 512 bytes). */
 KZ_AINL void gdn_head_pipe(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt, float *ot,
                            float decay, float bt) {
     v8f a = {0};
