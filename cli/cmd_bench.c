@@ -12,13 +12,15 @@
  * conv, gates; MTP blocks excluded, decode does not run them), the output norm, the LM head
  * and one token-embedding row. The KV cache / recurrent state reads are not counted.
  *
- * Read bandwidth (--membw, src/membw.c): T threads (a pool like the engine's) sum disjoint slices
- * of a buffer much larger than the LLC with wide integer vector loads (AVX2 where present); the
- * sum is checked against the value the fill implies, so the compiler cannot drop a load.
+ * Read bandwidth (--membw, src/membw.c): T threads (a pool like the engine's) sum 1 MiB chunks,
+ * taken from a shared counter, of a buffer much larger than the LLC with the fastest wide
+ * integer vector loads this CPU has; the sum is checked against the value the fill implies, so
+ * the compiler cannot drop a load.
  * Median GB/s of several passes. Decode is also compared with samples of it taken between its
  * tokens (--membw-every): see the runs below. */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +210,34 @@ static void json_stats(FILE *f, const char *name, const bstats *s, const double 
     fprintf(f, "]},\n");
 }
 
+/* A real-time policy (chrt -f/-r) looks like a way to keep a benchmark undisturbed, but with the
+ * kernel's RT throttling on (sched_rt_runtime_us < sched_rt_period_us, 950000 of 1000000 by
+ * default) a CPU's real-time threads are stopped for the rest of each period once they used
+ * their share: a decode, whose steps wait for every thread, then stalls ~50 ms a second. Seen on
+ * the Xeon host of 2026-12-04 (4B decode, 2 threads): 86.3-86.5 % of the read bandwidth under
+ * chrt -f 5 against 89.1-90.9 % without, runs interleaved. Say so instead of measuring it. */
+static void warn_rt_throttle(void) {
+    const int pol = sched_getscheduler(0);
+    if (pol != SCHED_FIFO && pol != SCHED_RR) return;
+    long rt = -1, period = 0;
+    FILE *f = fopen("/proc/sys/kernel/sched_rt_runtime_us", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &rt) != 1) rt = -1;
+        fclose(f);
+    }
+    f = fopen("/proc/sys/kernel/sched_rt_period_us", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &period) != 1) period = 0;
+        fclose(f);
+    }
+    if (rt < 0 || rt >= period) return;
+    fprintf(stderr,
+            "kazeia bench: note: running under a real-time policy with RT throttling on (sched_rt_runtime_us %ld of "
+            "%ld): each CPU's real-time threads are stopped for up to %ld ms of every %ld ms, which stalls a decode "
+            "waiting on them; run without chrt (or with kernel.sched_rt_runtime_us = -1)\n",
+            rt, period, (period - rt) / 1000, period / 1000);
+}
+
 static const char *kv_name(kz_kv_type k) { return k == KZ_KV_F32 ? "f32" : k == KZ_KV_F16 ? "f16" : "q8_0"; }
 
 int cmd_bench(int argc, char **argv) {
@@ -247,6 +277,7 @@ int cmd_bench(int argc, char **argv) {
         else { fprintf(stderr, "kazeia bench: unknown option '%s'\n", a); bench_usage(stderr); return 2; }
         if (bad) return 2;
     }
+    warn_rt_throttle();
     if (threads == 0) threads = kz_num_cpus();
     if (threads < 1) threads = 1;
     char err[512];

@@ -1,7 +1,7 @@
 /* Memory read bandwidth sampler (kazeia bench, bench/compare_llamacpp.py through ctypes): a
- * buffer much larger than the LLC, filled once, and a pool of T threads that sum disjoint
- * slices of it with wide integer vector loads; one timed pass = one sample. The sum is checked
- * against the value the fill implies, so the compiler cannot drop a load. */
+ * buffer much larger than the LLC, filled once, and a pool of T threads that sum chunks of it
+ * (taken from a shared counter) with wide integer vector loads; one timed pass = one sample.
+ * The sum is checked against the value the fill implies, so the compiler cannot drop a load. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,11 +31,19 @@ typedef uint64_t bw_vec64 __attribute__((vector_size(64)));
 /* the vectors never cross a call (helpers inlined or taking pointers) */
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+/* A pass reads the buffer in chunks of BW_CHUNK_UNITS 256-byte units that the threads take from
+ * a shared counter, as the engine's matmuls share their rows: with fixed halves a pass lasts
+ * as long as the slower thread's half, and on the 2-vCPU Xeon host the two vCPUs' read rates
+ * drift a few % apart from run to run (the faster one then idles at the end); there 1 MiB
+ * chunks read ~2 % more than halves (median of 100 cold 256 MiB passes each, interleaved). */
+#define BW_CHUNK_UNITS 4096 /* 1 MiB */
+
 typedef struct {
     uint64_t *buf;
     size_t n64;        /* uint64 elements, multiple of 32 * nth */
     int fill;          /* 1: write the pattern, 0: read + sum */
     int method;        /* BW_* read build */
+    kz_dyn next;       /* next chunk of a read pass */
     uint64_t sums[512];
 } bw_task;
 
@@ -71,29 +79,35 @@ static int bw_method_ok(int m) {
     return m == BW_GENERIC;
 }
 
+/* the sum of cnt uint64 (a multiple of 32) from p with the read build method */
+static uint64_t bw_sum_with(int method, const uint64_t *p, size_t cnt) {
+    const bw_vec *v = (const bw_vec *)(const void *)p;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (method == BW_AVX512) return bw_sum_avx512((const bw_vec64 *)(const void *)p, cnt / 8);
+    if (method == BW_AVX2) return bw_sum_avx2(v, cnt / 4);
+#else
+    (void)method;
+#endif
+    return bw_sum(v, cnt / 4);
+}
+
 static void bw_worker(void *arg, int ith, int nth) {
     bw_task *t = arg;
-    long lo, hi;
-    kz_split((long)(t->n64 / 32), ith, nth, &lo, &hi); /* in units of 256 bytes: 4 64-byte vectors */
-    uint64_t *p = t->buf + (size_t)lo * 32;
-    size_t cnt = (size_t)(hi - lo) * 32;
+    const long units = (long)(t->n64 / 32); /* 256 bytes: 4 64-byte vectors */
     if (t->fill) {
-        size_t base = (size_t)lo * 32;
+        long lo, hi;
+        kz_split(units, ith, nth, &lo, &hi);
+        uint64_t *p = t->buf + (size_t)lo * 32;
+        const size_t cnt = (size_t)(hi - lo) * 32, base = (size_t)lo * 32;
         for (size_t i = 0; i < cnt; i++) p[i] = (uint64_t)(base + i) * 0x9E3779B97F4A7C15ull;
         return;
     }
-    const bw_vec *v = (const bw_vec *)(void *)p;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (t->method == BW_AVX512) {
-        t->sums[ith] = bw_sum_avx512((const bw_vec64 *)(const void *)p, cnt / 8);
-        return;
+    uint64_t s = 0;
+    for (long lo; (lo = kz_dyn_take(&t->next, BW_CHUNK_UNITS)) < units;) {
+        const long hi = lo + BW_CHUNK_UNITS < units ? lo + BW_CHUNK_UNITS : units;
+        s += bw_sum_with(t->method, t->buf + (size_t)lo * 32, (size_t)(hi - lo) * 32);
     }
-    if (t->method == BW_AVX2) {
-        t->sums[ith] = bw_sum_avx2(v, cnt / 4);
-        return;
-    }
-#endif
-    t->sums[ith] = bw_sum(v, cnt / 4);
+    t->sums[ith] = s;
 }
 
 struct kz_membw {
@@ -198,6 +212,7 @@ static double bw_pass_with(kz_membw *b, int method, char *err, size_t errlen) {
     const int nth = kz_pool_size(b->pool);
     b->t->method = method;
     memset(b->t->sums, 0, sizeof b->t->sums);
+    atomic_store_explicit(&b->t->next.next, 0, memory_order_relaxed); /* published by the dispatch */
     double t0 = now_s();
     kz_pool_run(b->pool, bw_worker, b->t);
     double dt = now_s() - t0;

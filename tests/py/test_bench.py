@@ -122,6 +122,36 @@ def test_bench_membw():
     assert j["membw_loads"] in allowed, (j["membw_loads"], allowed)
     t = run("bench", "--membw", "-t", 2, "--membw-mib", 64, "--membw-passes", 1).stdout
     assert re.search(r"\(2 threads, 64 MiB buffer, 1 passes, (generic|avx2|avx512) loads\)", t), t
+    # threads take 1 MiB chunks from a counter: 3 threads on 5 MiB (rounded down to 768-byte units)
+    # end on a short chunk, and every build's checksum must still come out right
+    j = json.loads(run("bench", "--membw", "-t", 3, "--membw-mib", 5, "--membw-passes", 3, "--json").stdout)
+    assert j["membw_gbs"] > 0 and j["threads"] == 3
+
+
+def _rt_throttled():
+    try:
+        rt = int(Path("/proc/sys/kernel/sched_rt_runtime_us").read_text())
+        period = int(Path("/proc/sys/kernel/sched_rt_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return 0 <= rt < period
+
+
+def test_bench_rt_throttle_note():
+    args = ["bench", "--membw", "-t", 1, "--membw-mib", 8, "--membw-passes", 1]
+    assert "real-time policy" not in run(*args).stderr
+    throttled = _rt_throttled()
+    try:
+        r = subprocess.run(["chrt", "-f", "1", str(KAZEIA), *map(str, args)], capture_output=True, text=True,
+                           timeout=120)
+    except FileNotFoundError:
+        pytest.skip("no chrt here")
+    if r.returncode != 0 and "chrt" in r.stderr:
+        pytest.skip("no permission for a real-time policy: " + r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    if throttled is None:
+        return
+    assert ("real-time policy with RT throttling on" in r.stderr) == throttled, r.stderr
 
 
 def test_bench_errors(models, tmp_path):
