@@ -391,6 +391,10 @@ static void swiglu_fn(void *arg, int ith, int nth) {
     }
 }
 
+#ifndef KZ_SWIGLU_PAR_MIN
+#define KZ_SWIGLU_PAR_MIN 4096
+#endif
+
 /* attention: per-token q/k norm + rope + KV store */
 typedef struct {
     kz_seq *s;
@@ -734,7 +738,7 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
         }
         prof(s, KZ_PROF_FFN);
         swiglu_task st = {s->t1, s->t2, s->ld1, s->ld2, hp->n_ff, n};
-        if (n == 1) swiglu_fn(&st, 0, 1); /* one row: a few microseconds, less than a dispatch */
+        if ((long)n * hp->n_ff < KZ_SWIGLU_PAR_MIN) swiglu_fn(&st, 0, 1);
         else run_task(s, swiglu_fn, &st);
         prof(s, KZ_PROF_FFN_ACT);
         mm(s, &ly->ffn_down, s->t1, n, s->out, (size_t)E);
