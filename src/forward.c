@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include "attention.h"
@@ -129,6 +130,21 @@ static size_t phys_mem_bytes(void) {
     if (pages <= 0 || psz <= 0) return SIZE_MAX;
     if ((size_t)pages > SIZE_MAX / (size_t)psz) return SIZE_MAX;
     return (size_t)pages * (size_t)psz;
+}
+
+/* The recurrent state (48 MiB on the 4B) is read and written whole every token: on 2 MiB pages
+ * where the kernel offers them (madvise mode), so its stream neither misses the TLB every 4 KiB
+ * nor restarts the hardware prefetcher there. Xeon host of 2026-12-04, the 4B's 24 layers of
+ * decode GDN core alone between 2 GiB reads (2 threads): 2.07-2.14 ms a token against 2.30-2.53
+ * on 4 KiB pages. Zeroed; released with free(). */
+static void *alloc_state(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, (size_t)2 << 20, bytes)) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE); /* advisory: ignore failure */
+#endif
+    memset(p, 0, bytes);
+    return p;
 }
 
 static size_t mm_work_max(const kz_model *m, int B) {
@@ -256,7 +272,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
         }
     }
     if (state_floats) {
-        s->conv_state = calloc(state_floats, sizeof(float));
+        s->conv_state = alloc_state(state_floats * sizeof(float));
         if (!s->conv_state) goto oom;
         s->ssm_state = s->conv_state + s->conv_per_layer * (size_t)hp->n_gdn_layers;
     }
