@@ -120,30 +120,66 @@ size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos) {
     return n_rep * (size_t)n_pos + (size_t)KZ_ATTN_VB * (size_t)kv->head_dim;
 }
 
-/* out[r * ldo] = kz_dot8(q + r * ldq, k, n) * scale for r < 4: the four query heads of a group
- * share one pass over the key row, each sum in kz_dot8's order (same bits) */
+/* The decode partial's arithmetic, on every ISA level: scores are 8 lane sums, each lane
+ * s = fma(q_i, k_i, s) over i = l, l + 8, ... in order, reduced by kz_dot8's tree
+ * ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)), times scale; the PV sums are acc = fma(p_t, v_t, acc) over
+ * positions in order. A fused multiply-add rounds once, so an FMA instruction (x86 FMA3, AArch64
+ * FMLA) and C's fmaf give the same bits: every level agrees, at half the floating-point
+ * instructions of a multiply then an add (the AVX-512 kernel was bound on them: ~150 us a layer
+ * of the 4B at depth 576, 2 threads, against ~81 us to read its KV rows). Without hardware FMA
+ * (x86-64 below the AVX2 level) fmaf is libm's exact software routine: slow, but only the
+ * scalar reference runs there. */
+KZ_AINL v8f fma8(v8f a, v8f b, v8f c) {
+    v8f r;
+    for (int l = 0; l < 8; l++) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
+    return r;
+}
+
+/* the score sum of q and k (n values) before the scale */
+KZ_AINL float dot8_fma(const float *q, const float *k, int n) {
+    v8f a = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) a = fma8(ld8(q + i), ld8(k + i), a);
+    float s = hsum8(&a);
+    for (; i < n; i++) s = __builtin_fmaf(q[i], k[i], s);
+    return s;
+}
+
+/* out[r * ldo] = dot8_fma(q + r * ldq, k, n) * scale for r < 4: the four query heads of a group
+ * share one pass over the key row */
 KZ_AINL void dot8x4(const float *q, size_t ldq, const float *k, int n, float scale, float *out, size_t ldo) {
     const float *qq[4] = {q, q + ldq, q + 2 * ldq, q + 3 * ldq};
     v8f a0 = {0}, a1 = a0, a2 = a0, a3 = a0;
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         const v8f kv = ld8(k + i);
-        a0 += ld8(qq[0] + i) * kv;
-        a1 += ld8(qq[1] + i) * kv;
-        a2 += ld8(qq[2] + i) * kv;
-        a3 += ld8(qq[3] + i) * kv;
+        a0 = fma8(ld8(qq[0] + i), kv, a0);
+        a1 = fma8(ld8(qq[1] + i), kv, a1);
+        a2 = fma8(ld8(qq[2] + i), kv, a2);
+        a3 = fma8(ld8(qq[3] + i), kv, a3);
     }
     const v8f a[4] = {a0, a1, a2, a3};
     for (int r = 0; r < 4; r++) {
         float s = hsum8(&a[r]);
-        for (int j = i; j < n; j++) s += qq[r][j] * k[j];
+        for (int j = i; j < n; j++) s = __builtin_fmaf(qq[r][j], k[j], s);
         out[(size_t)r * ldo] = s * scale;
     }
 }
 
-/* acc_r[c] += sum_j w_r[j] v_j[c] for 4 heads r, j = 0..nb-1 in order (per element the same
- * chain of y + a*x as axpy row by row): 16 columns of the 4 heads stay in registers while the
- * block's rows stream by, instead of a load + store of acc per head and row */
+/* y = fma(a, x, y) elementwise */
+KZ_AINL void axpy_fma(float *y, float a, const float *x, int n) {
+    const v8f av = {a, a, a, a, a, a, a, a};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const v8f t = fma8(av, ld8(x + i), ld8(y + i));
+        st8(y + i, &t);
+    }
+    for (; i < n; i++) y[i] = __builtin_fmaf(a, x[i], y[i]);
+}
+
+/* acc_r[c] = fma(w_r[j], v_j[c], acc_r[c]) for 4 heads r, j = 0..nb-1 in order: 16 columns of
+ * the 4 heads stay in registers while the block's rows stream by, instead of a load + store of
+ * acc per head and row */
 KZ_AINL void axpy_block4(float *acc, int hd, const float *w, size_t ldw, const float *const *v, int nb) {
     int c = 0;
     for (; c + 16 <= hd; c += 16) {
@@ -152,16 +188,17 @@ KZ_AINL void axpy_block4(float *acc, int hd, const float *w, size_t ldw, const f
         v8f z0 = ld8(y0 + 8), z1 = ld8(y1 + 8), z2 = ld8(y2 + 8), z3 = ld8(y3 + 8);
         for (int j = 0; j < nb; j++) {
             const v8f va = ld8(v[j] + c), vb = ld8(v[j] + c + 8);
-            /* scalar * vector: the scalar is broadcast (each lane w * v, as axpy) */
             const float w0 = w[j], w1 = w[ldw + j], w2 = w[2 * ldw + j], w3 = w[3 * ldw + j];
-            x0 += w0 * va;
-            z0 += w0 * vb;
-            x1 += w1 * va;
-            z1 += w1 * vb;
-            x2 += w2 * va;
-            z2 += w2 * vb;
-            x3 += w3 * va;
-            z3 += w3 * vb;
+            const v8f b0 = {w0, w0, w0, w0, w0, w0, w0, w0}, b1 = {w1, w1, w1, w1, w1, w1, w1, w1};
+            const v8f b2 = {w2, w2, w2, w2, w2, w2, w2, w2}, b3 = {w3, w3, w3, w3, w3, w3, w3, w3};
+            x0 = fma8(b0, va, x0);
+            z0 = fma8(b0, vb, z0);
+            x1 = fma8(b1, va, x1);
+            z1 = fma8(b1, vb, z1);
+            x2 = fma8(b2, va, x2);
+            z2 = fma8(b2, vb, z2);
+            x3 = fma8(b3, va, x3);
+            z3 = fma8(b3, vb, z3);
         }
         st8(y0, &x0), st8(y1, &x1), st8(y2, &x2), st8(y3, &x3);
         st8(y0 + 8, &z0), st8(y1 + 8, &z1), st8(y2 + 8, &z2), st8(y3 + 8, &z3);
@@ -169,7 +206,7 @@ KZ_AINL void axpy_block4(float *acc, int hd, const float *w, size_t ldw, const f
     for (; c < hd; c++)
         for (int r = 0; r < 4; r++) {
             float x = acc[(size_t)r * hd + c];
-            for (int j = 0; j < nb; j++) x += w[(size_t)r * ldw + j] * v[j][c];
+            for (int j = 0; j < nb; j++) x = __builtin_fmaf(w[(size_t)r * ldw + j], v[j][c], x);
             acc[(size_t)r * hd + c] = x;
         }
 }
@@ -187,7 +224,7 @@ KZ_AINL void attn_partial_body(const kz_kv_layer *kv, int g, int p0, int p1, con
     for (int t = 0; t < n; t++) {
         const float *kr = row_f32(kv, 0, g, p0 + t, tmp);
         for (int r = 0; r < r4; r += 4) dot8x4(q + (size_t)r * ldq, ldq, kr, hd, scale, sc + (size_t)r * n + t, (size_t)n);
-        for (int r = r4; r < n_rep; r++) sc[(size_t)r * n + t] = kz_dot8(q + (size_t)r * ldq, kr, hd) * scale;
+        for (int r = r4; r < n_rep; r++) sc[(size_t)r * n + t] = dot8_fma(q + (size_t)r * ldq, kr, hd) * scale;
     }
     kz_attn_softmax_partial(sc, n_rep, n, ml);
     for (int t0 = 0; t0 < n; t0 += KZ_ATTN_VB) {
@@ -196,16 +233,17 @@ KZ_AINL void attn_partial_body(const kz_kv_layer *kv, int g, int p0, int p1, con
         for (int j = 0; j < nb; j++) vr[j] = row_f32(kv, 1, g, p0 + t0 + j, tmp + (size_t)j * hd);
         for (int r = 0; r < r4; r += 4) axpy_block4(acc + (size_t)r * hd, hd, sc + (size_t)r * n + t0, (size_t)n, vr, nb);
         for (int r = r4; r < n_rep; r++)
-            for (int j = 0; j < nb; j++) axpy(acc + (size_t)r * hd, sc[(size_t)r * n + t0 + j], vr[j], hd);
+            for (int j = 0; j < nb; j++) axpy_fma(acc + (size_t)r * hd, sc[(size_t)r * n + t0 + j], vr[j], hd);
     }
 }
 
-/* one body, twice (as the GDN decode step, gdn.c): build flags, and AVX2 on x86-64 (8-lane loops
- * in one ymm, no FMA): same bits, chosen from the active ISA level */
+/* one body, twice: build flags, and AVX2 + FMA on x86-64 (8-lane loops in one ymm, the fmaf
+ * lanes one VFMADD; the AVX2 level implies FMA, cpu.c): same bits, chosen from the active ISA
+ * level */
 static void attn_partial_plain(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
                      float *ml, float *acc, float *scratch) { attn_partial_body(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch); }
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void attn_partial_avx2(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
+__attribute__((target("avx2,fma"))) static void attn_partial_avx2(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq, float scale,
                      float *ml, float *acc, float *scratch) { attn_partial_body(kv, g, p0, p1, q, ldq, scale, ml, acc, scratch); }
 #endif
 

@@ -8,12 +8,12 @@
  * converted in registers (VCVTPH2PS) as they are read, 4 key rows share each query chunk held
  * in registers (32 vector registers), and two rows ride in one zmm.
  *
- * Same bits as the generic body: each score is kz_dot8's 8-lane partial sums, in the same order,
+ * Same bits as the generic body: each score is its 8 fused lane sums, in the same order,
  * reduced by the same tree ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)), times scale; the PV sums run
- * over positions in order, one product then one add per element (no FMA: contraction is off in
- * ISO C mode and the intrinsics are separate multiplies and adds). F16 -> f32 is exact for
- * every half but a signalling NaN, which VCVTPH2PS quiets where the reference keeps it; the
- * first multiply would quiet it anyway, with the same payload, so the results agree. */
+ * over positions in order, one fused multiply-add per element (VFMADD rounds once, as fmaf).
+ * F16 -> f32 is exact for every half but a signalling NaN, which VCVTPH2PS quiets where the
+ * reference keeps it; the first fused multiply-add would quiet it anyway, with the same payload,
+ * so the results agree. */
 #include "attention_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -67,17 +67,17 @@ T512 static inline void dot_rows4(const kz_kv_layer *kv, const void *const *rows
         const __m512 k01 = ld_pair(kv, rows[0], rows[1], i), k23 = ld_pair(kv, rows[2], rows[3], i);
         const float *qi = q2 + (size_t)i * 2;
         __m512 qv = _mm512_loadu_ps(qi);
-        a0 = _mm512_add_ps(a0, _mm512_mul_ps(qv, k01));
-        b0 = _mm512_add_ps(b0, _mm512_mul_ps(qv, k23));
+        a0 = _mm512_fmadd_ps(qv, k01, a0);
+        b0 = _mm512_fmadd_ps(qv, k23, b0);
         qv = _mm512_loadu_ps(qi + 2 * (size_t)hd);
-        a1 = _mm512_add_ps(a1, _mm512_mul_ps(qv, k01));
-        b1 = _mm512_add_ps(b1, _mm512_mul_ps(qv, k23));
+        a1 = _mm512_fmadd_ps(qv, k01, a1);
+        b1 = _mm512_fmadd_ps(qv, k23, b1);
         qv = _mm512_loadu_ps(qi + 4 * (size_t)hd);
-        a2 = _mm512_add_ps(a2, _mm512_mul_ps(qv, k01));
-        b2 = _mm512_add_ps(b2, _mm512_mul_ps(qv, k23));
+        a2 = _mm512_fmadd_ps(qv, k01, a2);
+        b2 = _mm512_fmadd_ps(qv, k23, b2);
         qv = _mm512_loadu_ps(qi + 6 * (size_t)hd);
-        a3 = _mm512_add_ps(a3, _mm512_mul_ps(qv, k01));
-        b3 = _mm512_add_ps(b3, _mm512_mul_ps(qv, k23));
+        a3 = _mm512_fmadd_ps(qv, k01, a3);
+        b3 = _mm512_fmadd_ps(qv, k23, b3);
     }
     const __m512 a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
     for (int r = 0; r < 4; r++) {
@@ -103,17 +103,17 @@ T512 static inline void pv_cols32(const kz_kv_layer *kv, const void *const *rows
             for (size_t o = 0; o < cb; o += 64) _mm_prefetch(pf + (size_t)j * rb + (size_t)c / 32 * cb + o, _MM_HINT_T0);
         const __m512 va = ld_row16(kv, rows[j], c), vb = ld_row16(kv, rows[j], c + 16);
         __m512 wr = _mm512_set1_ps(w[j]);
-        x0 = _mm512_add_ps(x0, _mm512_mul_ps(wr, va));
-        z0 = _mm512_add_ps(z0, _mm512_mul_ps(wr, vb));
+        x0 = _mm512_fmadd_ps(wr, va, x0);
+        z0 = _mm512_fmadd_ps(wr, vb, z0);
         wr = _mm512_set1_ps(w[ldw + j]);
-        x1 = _mm512_add_ps(x1, _mm512_mul_ps(wr, va));
-        z1 = _mm512_add_ps(z1, _mm512_mul_ps(wr, vb));
+        x1 = _mm512_fmadd_ps(wr, va, x1);
+        z1 = _mm512_fmadd_ps(wr, vb, z1);
         wr = _mm512_set1_ps(w[2 * ldw + j]);
-        x2 = _mm512_add_ps(x2, _mm512_mul_ps(wr, va));
-        z2 = _mm512_add_ps(z2, _mm512_mul_ps(wr, vb));
+        x2 = _mm512_fmadd_ps(wr, va, x2);
+        z2 = _mm512_fmadd_ps(wr, vb, z2);
         wr = _mm512_set1_ps(w[3 * ldw + j]);
-        x3 = _mm512_add_ps(x3, _mm512_mul_ps(wr, va));
-        z3 = _mm512_add_ps(z3, _mm512_mul_ps(wr, vb));
+        x3 = _mm512_fmadd_ps(wr, va, x3);
+        z3 = _mm512_fmadd_ps(wr, vb, z3);
     }
     _mm512_storeu_ps(y0, x0), _mm512_storeu_ps(y1, x1), _mm512_storeu_ps(y2, x2), _mm512_storeu_ps(y3, x3);
     _mm512_storeu_ps(y0 + 16, z0), _mm512_storeu_ps(y1 + 16, z1), _mm512_storeu_ps(y2 + 16, z2),

@@ -4,11 +4,12 @@
  * The generic body converts each block of F16 rows into a float buffer and reloads the query
  * chunk for every key row. Here F16 rows are widened in registers (FCVTL) as they are read, and
  * two key rows share each query chunk held in registers (16 accumulators + 8 query + 4 key
- * registers of the 32). Same bits: each score is kz_dot8's 8 lane sums (lanes 0-3 and 4-7 in two
- * registers), reduced by the same tree ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)), times scale; the PV
- * sums run over positions in order, one product then one add per element (FMUL + FADD, no FMLA).
- * F16 -> f32 is exact except that FCVTL quiets a signalling NaN, which the first multiply would
- * quiet anyway, with the same payload. Not timed on a phone yet (qemu checks the bits). */
+ * registers of the 32). Same bits: each score is the generic body's 8 fused lane sums (lanes
+ * 0-3 and 4-7 in two registers), reduced by the same tree ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)),
+ * times scale; the PV sums run over positions in order, one fused multiply-add per element
+ * (FMLA rounds once, as fmaf).
+ * F16 -> f32 is exact except that FCVTL quiets a signalling NaN, which the first fused multiply-add
+ * would quiet anyway, with the same payload. Not timed on a phone yet (qemu checks the bits). */
 #include "attention_isa.h"
 
 #if defined(__aarch64__)
@@ -49,10 +50,10 @@ static inline void dot_rows2(const kz_kv_layer *kv, const void *k0, const void *
         ld8row(kv, k1, i, &y0, &y1);
         for (int r = 0; r < 4; r++) {
             const float32x4_t q0 = vld1q_f32(q + (size_t)r * ldq + i), q1 = vld1q_f32(q + (size_t)r * ldq + i + 4);
-            al[r] = vaddq_f32(al[r], vmulq_f32(q0, x0));
-            ah[r] = vaddq_f32(ah[r], vmulq_f32(q1, x1));
-            bl[r] = vaddq_f32(bl[r], vmulq_f32(q0, y0));
-            bh[r] = vaddq_f32(bh[r], vmulq_f32(q1, y1));
+            al[r] = vfmaq_f32(al[r], q0, x0);
+            ah[r] = vfmaq_f32(ah[r], q1, x1);
+            bl[r] = vfmaq_f32(bl[r], q0, y0);
+            bh[r] = vfmaq_f32(bh[r], q1, y1);
         }
     }
     for (int r = 0; r < 4; r++) {
@@ -74,8 +75,8 @@ static inline void pv_cols8(const kz_kv_layer *kv, const char *vrow0, size_t rb,
         ld8row(kv, vrow0 + (size_t)j * rb, c, &v0, &v1);
         for (int r = 0; r < 4; r++) {
             const float wr = w[(size_t)r * ldw + j];
-            xl[r] = vaddq_f32(xl[r], vmulq_n_f32(v0, wr));
-            xh[r] = vaddq_f32(xh[r], vmulq_n_f32(v1, wr));
+            xl[r] = vfmaq_n_f32(xl[r], v0, wr);
+            xh[r] = vfmaq_n_f32(xh[r], v1, wr);
         }
     }
     for (int r = 0; r < 4; r++) {

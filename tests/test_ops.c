@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "attention.h"
+#include "cpu.h"
 #include "fp16.h"
 #include "gdn.h"
 #include "kt.h"
@@ -523,10 +526,23 @@ static void test_h2f(void) {
     CHECKF(bad == 0, "h2f_row: %d mismatches", bad);
 }
 
+/* the decode partial's score sum (before the scale), one element at a time: lane l of 8 is
+ * s_l = fmaf(q_i, k_i, s_l) over i = l, l + 8, ..., the lanes reduced as kz_dot8, a tail
+ * fmaf'd onto the total */
+static float dot8_fma_ref(const float *q, const float *k, int n) {
+    float a[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) a[l] = fmaf(q[i + l], k[i + l], a[l]);
+    float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    for (; i < n; i++) s = fmaf(q[i], k[i], s);
+    return s;
+}
+
 /* The decode partial does the group's query heads four at a time (one pass over each K row,
  * V rows in blocks with 16 columns of 4 heads in registers). Its result must be bit for bit
- * the plain per-head form: scores kz_dot8(q, k) * scale, max, kz_exp_sum, then
- * acc = acc + p_t v_t over positions in order. Group sizes 1..8 (the 4-head path, its
+ * the plain per-head form: scores dot8_fma_ref(q, k) * scale, max, kz_exp_sum, then
+ * acc = fmaf(p_t, v_t, acc) over positions in order. Group sizes 1..8 (the 4-head path, its
  * remainder, and none), head_dim with and without a 16-column tail, spans across V blocks. */
 static void test_attention_groups(void) {
     const int ns[] = {1, 5, 16, 17, 40, 45}, hds[] = {37, 64, 19, 256};
@@ -559,7 +575,7 @@ static void test_attention_groups(void) {
                     for (int r = 0; r < n_rep; r++) {
                         for (int t = 0; t < p1 - p0; t++) {
                             kz_kv_row_get(&kv, 0, g, p0 + t, krow);
-                            sc[t] = kz_dot8(q + (size_t)r * ldq, krow, hd) * scale;
+                            sc[t] = dot8_fma_ref(q + (size_t)r * ldq, krow, hd) * scale;
                         }
                         float mx = sc[0];
                         for (int t = 1; t < p1 - p0; t++) mx = sc[t] > mx ? sc[t] : mx;
@@ -569,7 +585,7 @@ static void test_attention_groups(void) {
                         for (int c = 0; c < hd; c++) o[c] = 0.0f;
                         for (int t = 0; t < p1 - p0; t++) {
                             kz_kv_row_get(&kv, 1, g, p0 + t, krow);
-                            for (int c = 0; c < hd; c++) o[c] = o[c] + sc[t] * krow[c];
+                            for (int c = 0; c < hd; c++) o[c] = fmaf(sc[t], krow[c], o[c]);
                         }
                     }
                     cases++;
@@ -647,7 +663,35 @@ static void test_attention(int f16) {
     free(kv.v);
 }
 
+/* The decode partial dispatches on the active ISA level, which a process fixes once: each
+ * available level below the best runs the bit-for-bit group test in a child with KZ_ISA set
+ * (forked before this process asks for its own level), the best one runs it below. */
+static int attention_groups_levels(void) {
+    int failed = 0;
+    const kz_isa best = kz_isa_best();
+    for (int i = 0; i < KZ_ISA_COUNT; i++) {
+        if (i == (int)best || !kz_isa_available((kz_isa)i)) continue;
+        fflush(stdout);
+        fflush(stderr);
+        const pid_t pid = fork();
+        if (pid < 0) return 1;
+        if (pid == 0) {
+            setenv("KZ_ISA", kz_isa_name((kz_isa)i), 1);
+            if (kz_isa_active() != (kz_isa)i) _exit(2);
+            test_attention_groups();
+            fflush(stdout);
+            _exit(kt_fail ? 1 : 0);
+        }
+        int st = 0;
+        const int ok = waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        CHECKF(ok, "decode attention partial at KZ_ISA=%s", kz_isa_name((kz_isa)i));
+        failed += !ok;
+    }
+    return failed;
+}
+
 int main(void) {
+    attention_groups_levels();
     test_rmsnorm();
     test_l2norm();
     test_scalar_fns();
