@@ -129,6 +129,8 @@ size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos) {
  * of the 4B at depth 576, 2 threads, against ~81 us to read its KV rows). Without hardware FMA
  * (x86-64 below the AVX2 level) fmaf is libm's exact software routine: slow, but only the
  * scalar reference runs there. */
+/* always inlined: the vectors never cross a real call */
+#pragma GCC diagnostic ignored "-Wpsabi"
 KZ_AINL v8f fma8(v8f a, v8f b, v8f c) {
     v8f r;
     for (int l = 0; l < 8; l++) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
