@@ -129,19 +129,20 @@ size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos) {
  * of the 4B at depth 576, 2 threads, against ~81 us to read its KV rows). Without hardware FMA
  * (x86-64 below the AVX2 level) fmaf is libm's exact software routine: slow, but only the
  * scalar reference runs there. */
-/* always inlined: the vectors never cross a real call */
-#pragma GCC diagnostic ignored "-Wpsabi"
-KZ_AINL v8f fma8(v8f a, v8f b, v8f c) {
-    v8f r;
-    for (int l = 0; l < 8; l++) r[l] = __builtin_fmaf(a[l], b[l], c[l]);
-    return r;
+/* *acc = fma(*a, *b, *acc) lane by lane (pointers: a vector argument by value draws GCC's
+ * psabi note) */
+KZ_AINL void fma8(v8f *acc, const v8f *a, const v8f *b) {
+    for (int l = 0; l < 8; l++) (*acc)[l] = __builtin_fmaf((*a)[l], (*b)[l], (*acc)[l]);
 }
 
 /* the score sum of q and k (n values) before the scale */
 KZ_AINL float dot8_fma(const float *q, const float *k, int n) {
     v8f a = {0};
     int i = 0;
-    for (; i + 8 <= n; i += 8) a = fma8(ld8(q + i), ld8(k + i), a);
+    for (; i + 8 <= n; i += 8) {
+        const v8f x = ld8(q + i), y = ld8(k + i);
+        fma8(&a, &x, &y);
+    }
     float s = hsum8(&a);
     for (; i < n; i++) s = __builtin_fmaf(q[i], k[i], s);
     return s;
@@ -154,11 +155,12 @@ KZ_AINL void dot8x4(const float *q, size_t ldq, const float *k, int n, float sca
     v8f a0 = {0}, a1 = a0, a2 = a0, a3 = a0;
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        const v8f kv = ld8(k + i);
-        a0 = fma8(ld8(qq[0] + i), kv, a0);
-        a1 = fma8(ld8(qq[1] + i), kv, a1);
-        a2 = fma8(ld8(qq[2] + i), kv, a2);
-        a3 = fma8(ld8(qq[3] + i), kv, a3);
+        const v8f kv = ld8(k + i), q0 = ld8(qq[0] + i), q1 = ld8(qq[1] + i), q2 = ld8(qq[2] + i),
+                  q3 = ld8(qq[3] + i);
+        fma8(&a0, &q0, &kv);
+        fma8(&a1, &q1, &kv);
+        fma8(&a2, &q2, &kv);
+        fma8(&a3, &q3, &kv);
     }
     const v8f a[4] = {a0, a1, a2, a3};
     for (int r = 0; r < 4; r++) {
@@ -173,7 +175,9 @@ KZ_AINL void axpy_fma(float *y, float a, const float *x, int n) {
     const v8f av = {a, a, a, a, a, a, a, a};
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        const v8f t = fma8(av, ld8(x + i), ld8(y + i));
+        v8f t = ld8(y + i);
+        const v8f xv = ld8(x + i);
+        fma8(&t, &av, &xv);
         st8(y + i, &t);
     }
     for (; i < n; i++) y[i] = __builtin_fmaf(a, x[i], y[i]);
@@ -193,14 +197,14 @@ KZ_AINL void axpy_block4(float *acc, int hd, const float *w, size_t ldw, const f
             const float w0 = w[j], w1 = w[ldw + j], w2 = w[2 * ldw + j], w3 = w[3 * ldw + j];
             const v8f b0 = {w0, w0, w0, w0, w0, w0, w0, w0}, b1 = {w1, w1, w1, w1, w1, w1, w1, w1};
             const v8f b2 = {w2, w2, w2, w2, w2, w2, w2, w2}, b3 = {w3, w3, w3, w3, w3, w3, w3, w3};
-            x0 = fma8(b0, va, x0);
-            z0 = fma8(b0, vb, z0);
-            x1 = fma8(b1, va, x1);
-            z1 = fma8(b1, vb, z1);
-            x2 = fma8(b2, va, x2);
-            z2 = fma8(b2, vb, z2);
-            x3 = fma8(b3, va, x3);
-            z3 = fma8(b3, vb, z3);
+            fma8(&x0, &b0, &va);
+            fma8(&z0, &b0, &vb);
+            fma8(&x1, &b1, &va);
+            fma8(&z1, &b1, &vb);
+            fma8(&x2, &b2, &va);
+            fma8(&z2, &b2, &vb);
+            fma8(&x3, &b3, &va);
+            fma8(&z3, &b3, &vb);
         }
         st8(y0, &x0), st8(y1, &x1), st8(y2, &x2), st8(y3, &x3);
         st8(y0 + 8, &z0), st8(y1 + 8, &z1), st8(y2 + 8, &z2), st8(y3 + 8, &z3);
