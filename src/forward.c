@@ -530,7 +530,9 @@ typedef struct {
     const kz_layer *ly;
     float *conv_state, *ssm_state;
     int n;
-    kz_dyn next; /* next unit (gdn_in_fn: 4 conv heads; gdn_core_fn: one value head) */
+    kz_dyn next; /* gdn_in_fn: next unit of 4 conv heads */
+    int n_runs;  /* gdn_core_fn: value heads in one run per thread */
+    kz_run run[KZ_RUNS_MAX];
 } gdn_task;
 
 /* conv + SiLU, then the q/k head L2 norms, in one dispatch: threads take whole heads of the conv
@@ -566,32 +568,41 @@ static void gdn_in_fn(void *arg, int ith, int nth) {
         }
 }
 
-/* the delta rule for one value head at a time (taken from a shared counter), then the gated
- * RMSNorm of that head's outputs */
+/* the delta rule for value head j, then the gated RMSNorm of its outputs */
+static void gdn_core_head(const gdn_task *a, int ith, int j) {
+    const kz_hparams *hp = &a->s->m->hp;
+    const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
+    const float *y = a->s->t3;
+    const size_t kd = (size_t)hp->ssm_key_dim, Hv = (size_t)sh.n_v_heads;
+    /* t5 holds per token [beta (Hv) | g (Hv)] */
+    if (a->n >= 2)
+        kz_gdn_chunked(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
+                       a->s->t4, a->s->ld4, j, j + 1, a->s->gdn_scr + (size_t)ith * a->s->gdn_scr_per_thread);
+    else
+        kz_gdn_recurrent(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
+                         a->s->t4, a->s->ld4, j, j + 1);
+    const int dv = sh.dv;
+    for (int t = 0; t < a->n; t++) {
+        float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)j * dv;
+        const float *z = a->s->t2 + (size_t)t * a->s->ld2 + (size_t)j * dv;
+        kz_rmsnorm_gated(o, z, a->ly->ssm_norm, dv, hp->rms_eps);
+    }
+}
+
+/* Value heads in runs (threadpool.h): a thread works through adjacent heads, whose states are
+ * adjacent (64 KiB each on the 4B), so its state stream stays one ascending stream that the
+ * prefetch ahead of the current row carries into the next head; with heads handed out one at a
+ * time from a counter the two threads' heads interleaved and every head started cold. Xeon
+ * host of 2026-12-04, the 4B's 24 layers of decode GDN core alone, 2 threads, state on 2 MiB
+ * pages: 2.12-2.31 ms a token with contiguous halves against 2.38 interleaved. */
 static void gdn_core_fn(void *arg, int ith, int nth) {
     (void)nth;
     gdn_task *a = arg;
-    const kz_hparams *hp = &a->s->m->hp;
-    const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
-    for (long lo; (lo = kz_dyn_take(&a->next, 1)) < sh.n_v_heads;) {
-        const long hi = lo + 1;
-        const float *y = a->s->t3;
-        const size_t kd = (size_t)hp->ssm_key_dim, Hv = (size_t)sh.n_v_heads;
-        /* t5 holds per token [beta (Hv) | g (Hv)] */
-        if (a->n >= 2)
-            kz_gdn_chunked(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
-                           a->s->t4, a->s->ld4, (int)lo, (int)hi, a->s->gdn_scr + (size_t)ith * a->s->gdn_scr_per_thread);
-        else
-            kz_gdn_recurrent(&sh, a->n, y, y + kd, y + 2 * kd, a->s->ld3, a->s->t5 + Hv, a->s->t5, 2 * Hv, a->ssm_state,
-                             a->s->t4, a->s->ld4, (int)lo, (int)hi);
-        const int dv = sh.dv;
-        for (int t = 0; t < a->n; t++)
-            for (long j = lo; j < hi; j++) {
-                float *o = a->s->t4 + (size_t)t * a->s->ld4 + (size_t)j * dv;
-                const float *z = a->s->t2 + (size_t)t * a->s->ld2 + (size_t)j * dv;
-                kz_rmsnorm_gated(o, z, a->ly->ssm_norm, dv, hp->rms_eps);
-            }
-    }
+    int64_t c0, c1;
+    if (ith < a->n_runs)
+        while (kz_run_take(&a->run[ith], 1, UINT32_MAX, &c0, &c1)) gdn_core_head(a, ith, (int)c0);
+    for (int k = 1; k <= a->n_runs; k++)
+        while (kz_run_take(&a->run[(ith + k) % a->n_runs], 0, 1, &c0, &c1)) gdn_core_head(a, ith, (int)c0);
 }
 
 /* ---------------- layers ---------------- */
@@ -662,8 +673,8 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
 static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
     const kz_hparams *hp = &s->m->hp;
     const size_t Hv = (size_t)hp->ssm_n_v_heads;
-    gdn_task gt = {s, ly, s->conv_state + (size_t)ly->state_idx * s->conv_per_layer,
-                   s->ssm_state + (size_t)ly->state_idx * s->ssm_per_layer, n, {0}};
+    gdn_task gt = {.s = s, .ly = ly, .conv_state = s->conv_state + (size_t)ly->state_idx * s->conv_per_layer,
+                   .ssm_state = s->ssm_state + (size_t)ly->state_idx * s->ssm_per_layer, .n = n};
     s->ld1 = s->ld3 = (size_t)hp->ssm_conv_dim;
     s->ld2 = s->ld4 = (size_t)hp->ssm_d_inner;
     {
@@ -675,7 +686,15 @@ static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
     prof(s, KZ_PROF_GDN_PROJ);
     run_task(s, gdn_in_fn, &gt); /* conv + q/k norms + gates */
     prof(s, KZ_PROF_GDN_CONV);
-    atomic_store_explicit(&gt.next.next, 0, memory_order_relaxed); /* published by the dispatch */
+    {
+        const int nth = kz_pool_size(s->pool);
+        gt.n_runs = nth < KZ_RUNS_MAX ? nth : KZ_RUNS_MAX;
+        for (int j = 0; j < gt.n_runs; j++) {
+            long lo, hi;
+            kz_split((long)Hv, j, gt.n_runs, &lo, &hi);
+            kz_run_set(&gt.run[j], (uint32_t)lo, (uint32_t)hi); /* published by the dispatch */
+        }
+    }
     run_task(s, gdn_core_fn, &gt); /* delta rule + gated norm */
     prof(s, KZ_PROF_GDN_CORE);
     mm(s, &ly->wssm_out, s->t4, n, s->out, (size_t)hp->n_embd);

@@ -118,11 +118,6 @@ static void dot_range(const mm_task *t, int64_t r_lo, int64_t r_hi) {
  * slower core of a big.LITTLE phone) does less instead of holding all others at the end of the
  * dispatch. A row's result does not depend on the thread that computes it. */
 #define MM_CHUNK_BYTES (128 << 10)
-#define MM_MAX_RUNS 64 /* threads past this many only steal */
-
-typedef struct {
-    _Alignas(64) _Atomic uint64_t fb; /* next chunk to take (low 32 bits) | end of the run (high 32) */
-} mm_run;
 
 typedef struct {
     mm_task t[KZ_MM_MAX];
@@ -131,7 +126,7 @@ typedef struct {
     int64_t cu[KZ_MM_MAX];       /* units per chunk */
     int64_t ccum[KZ_MM_MAX + 1]; /* cumulative chunk counts */
     int n_runs;
-    mm_run run[MM_MAX_RUNS];
+    kz_run run[KZ_RUNS_MAX];
 } mm_multi;
 
 static int64_t unit_rows(const mm_task *t) {
@@ -139,23 +134,9 @@ static int64_t unit_rows(const mm_task *t) {
     return t->p16 ? 16 : MM_ROW_UNIT;
 }
 
-/* Take chunks from a run: its owner (front = 1) takes a quarter of what is left (at least one)
- * from the front, so it makes few, long kernel calls while the run is long and single chunks
- * near its end; a thief (front = 0) takes the last chunk. [*c0, *c1) on success. */
-static int run_take(mm_run *r, int front, int64_t *c0, int64_t *c1) {
-    uint64_t v = atomic_load_explicit(&r->fb, memory_order_relaxed);
-    for (;;) {
-        const uint32_t f = (uint32_t)v, e = (uint32_t)(v >> 32);
-        if (f >= e) return 0;
-        const uint32_t k = front ? ((e - f) / 4 > 1 ? (e - f) / 4 : 1) : 1;
-        const uint64_t nv = front ? v + k : ((uint64_t)(e - 1) << 32) | f;
-        if (atomic_compare_exchange_weak_explicit(&r->fb, &v, nv, memory_order_relaxed, memory_order_relaxed)) {
-            *c0 = front ? f : e - 1;
-            *c1 = *c0 + k;
-            return 1;
-        }
-    }
-}
+/* a run's owner takes a quarter of what is left of it (at least one chunk) from the front, so it
+ * makes few, long kernel calls while the run is long and single chunks near its end */
+#define MM_OWNER_DIV 4
 
 /* chunks [c0, c1): one kernel range per matrix they cover */
 static void do_chunks(const mm_multi *mt, int64_t c0, int64_t c1) {
@@ -175,10 +156,10 @@ static void dot_task(void *arg, int ith, int nth) {
     mm_multi *mt = arg;
     int64_t c0, c1;
     if (ith < mt->n_runs)
-        while (run_take(&mt->run[ith], 1, &c0, &c1)) do_chunks(mt, c0, c1);
+        while (kz_run_take(&mt->run[ith], 1, MM_OWNER_DIV, &c0, &c1)) do_chunks(mt, c0, c1);
     for (int k = 1; k <= mt->n_runs; k++) {
-        mm_run *r = &mt->run[(ith + k) % mt->n_runs];
-        while (run_take(r, 0, &c0, &c1)) do_chunks(mt, c0, c1);
+        kz_run *r = &mt->run[(ith + k) % mt->n_runs];
+        while (kz_run_take(r, 0, 1, &c0, &c1)) do_chunks(mt, c0, c1);
     }
 }
 
@@ -197,7 +178,7 @@ static int64_t chunk_bytes_before(const mm_multi *mt, int64_t c) {
 /* runs of about equal weight bytes: run j ends at the first chunk boundary past j+1 shares */
 static void make_runs(mm_multi *mt, int nth) {
     const int64_t total = mt->ccum[mt->n], bytes = chunk_bytes_before(mt, total);
-    mt->n_runs = nth < MM_MAX_RUNS ? nth : MM_MAX_RUNS;
+    mt->n_runs = nth < KZ_RUNS_MAX ? nth : KZ_RUNS_MAX;
     int64_t c = 0;
     for (int j = 0; j < mt->n_runs; j++) {
         const int64_t c0 = c;
@@ -214,7 +195,7 @@ static void make_runs(mm_multi *mt, int nth) {
             }
             c = lo;
         }
-        atomic_init(&mt->run[j].fb, ((uint64_t)c << 32) | (uint64_t)c0);
+        kz_run_set(&mt->run[j], (uint32_t)c0, (uint32_t)c);
     }
 }
 

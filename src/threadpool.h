@@ -4,6 +4,7 @@
 #ifndef KZ_THREADPOOL_H
 #define KZ_THREADPOOL_H
 #include <stdatomic.h>
+#include <stdint.h>
 typedef struct kz_pool kz_pool;
 typedef void (*kz_task_fn)(void *arg, int ith, int nth);
 kz_pool *kz_pool_new(int n_threads); /* n_threads <= 0: online CPUs */
@@ -25,6 +26,34 @@ typedef struct {
 } kz_dyn;
 static inline long kz_dyn_take(kz_dyn *d, long k) {
     return atomic_fetch_add_explicit(&d->next, k, memory_order_relaxed);
+}
+/* Runs: n items cut into one contiguous run per thread (up to KZ_RUNS_MAX); the owner of a run
+ * takes from its front, so each thread streams through adjacent memory (the hardware
+ * prefetchers and the callers' software prefetch ahead of the current item keep working across
+ * items), and a thread out of work steals single items from the back of the others' runs, so a
+ * late or slower thread still takes fewer. Front (low 32 bits) and end (high 32) share one word. */
+#define KZ_RUNS_MAX 64 /* threads past this many only steal */
+typedef struct {
+    _Alignas(64) _Atomic uint64_t fb;
+} kz_run;
+static inline void kz_run_set(kz_run *r, uint32_t begin, uint32_t end) {
+    atomic_init(&r->fb, ((uint64_t)end << 32) | begin);
+}
+/* owner (front = 1): the next max(1, left / div) items from the front (div >= 1); thief
+ * (front = 0): the last item. [*c0, *c1) on success, 0 when the run is empty. */
+static inline int kz_run_take(kz_run *r, int front, uint32_t div, int64_t *c0, int64_t *c1) {
+    uint64_t v = atomic_load_explicit(&r->fb, memory_order_relaxed);
+    for (;;) {
+        const uint32_t f = (uint32_t)v, e = (uint32_t)(v >> 32);
+        if (f >= e) return 0;
+        const uint32_t k = front ? ((e - f) / div > 1 ? (e - f) / div : 1) : 1;
+        const uint64_t nv = front ? v + k : ((uint64_t)(e - 1) << 32) | f;
+        if (atomic_compare_exchange_weak_explicit(&r->fb, &v, nv, memory_order_relaxed, memory_order_relaxed)) {
+            *c0 = front ? f : e - 1;
+            *c1 = *c0 + k;
+            return 1;
+        }
+    }
 }
 int kz_num_cpus(void);
 #endif
