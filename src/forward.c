@@ -530,37 +530,64 @@ typedef struct {
     const kz_layer *ly;
     float *conv_state, *ssm_state;
     int n;
-    kz_dyn next; /* gdn_in_fn: next unit of 4 conv heads */
-    int n_runs;  /* gdn_core_fn: value heads in one run per thread */
+    int n_runs; /* work items (conv units, value heads) in one run per thread */
     kz_run run[KZ_RUNS_MAX];
 } gdn_task;
 
-/* conv + SiLU, then the q/k head L2 norms, in one dispatch: threads take whole heads of the conv
- * channels [q heads | k heads | v heads], so each normalises the q/k heads it just convolved
- * (elementwise per head: the same bits as separate passes). Thread 0 also computes the gates. */
-static void gdn_in_fn(void *arg, int ith, int nth) {
-    gdn_task *a = arg;
+/* conv + SiLU, then the q/k head L2 norms, of conv units [lo, hi): whole heads of the conv
+ * channels [q heads | k heads | v heads], so a thread normalises the q/k heads it just convolved
+ * (elementwise per head: the same bits as separate passes) */
+static void gdn_in_units(const gdn_task *a, long lo, long hi) {
     const kz_hparams *hp = &a->s->m->hp;
-    const int Hv = hp->ssm_n_v_heads, hk = hp->ssm_n_k_heads, dk = hp->ssm_d_state, dv = hp->ssm_head_v_dim;
-    const long n_units = 2L * hk + Hv; /* q heads, k heads (dk channels each), v heads (dv) */
-    (void)nth;
-    for (long lo; (lo = kz_dyn_take(&a->next, 4)) < n_units;) {
-        const long hi = lo + 4 < n_units ? lo + 4 : n_units;
-        const long qk = 2L * hk;
-        const long c0 = lo <= qk ? lo * dk : qk * dk + (lo - qk) * dv;
-        const long c1 = hi <= qk ? hi * dk : qk * dk + (hi - qk) * dv;
-        kz_gdn_conv((int)c0, (int)c1, a->n, hp->ssm_d_conv, a->s->t1, a->s->ld1, a->s->t3, a->s->ld3, a->ly->conv1d,
-                    a->conv_state);
-        const float qs = 1.0f / sqrtf((float)dk);
-        for (int t = 0; t < a->n; t++) {
-            float *row = a->s->t3 + (size_t)t * a->s->ld3;
-            for (long u = lo; u < hi && u < qk; u++) {
-                float *h = row + (size_t)u * dk;
-                kz_l2norm(h, dk, hp->rms_eps);
-                if (u < hk) kz_scale(h, dk, qs); /* q heads */
-            }
+    const int hk = hp->ssm_n_k_heads, dk = hp->ssm_d_state, dv = hp->ssm_head_v_dim;
+    const long qk = 2L * hk;
+    const long c0 = lo <= qk ? lo * dk : qk * dk + (lo - qk) * dv;
+    const long c1 = hi <= qk ? hi * dk : qk * dk + (hi - qk) * dv;
+    kz_gdn_conv((int)c0, (int)c1, a->n, hp->ssm_d_conv, a->s->t1, a->s->ld1, a->s->t3, a->s->ld3, a->ly->conv1d,
+                a->conv_state);
+    const float qs = 1.0f / sqrtf((float)dk);
+    for (int t = 0; t < a->n; t++) {
+        float *row = a->s->t3 + (size_t)t * a->s->ld3;
+        for (long u = lo; u < hi && u < qk; u++) {
+            float *h = row + (size_t)u * dk;
+            kz_l2norm(h, dk, hp->rms_eps);
+            if (u < hk) kz_scale(h, dk, qs); /* q heads */
         }
     }
+}
+
+/* items [0, n) in one run per thread (threadpool.h), set before the dispatch publishes them */
+static void gdn_runs_set(gdn_task *a, long n, int nth) {
+    a->n_runs = nth < KZ_RUNS_MAX ? nth : KZ_RUNS_MAX;
+    for (int j = 0; j < a->n_runs; j++) {
+        long lo, hi;
+        kz_split(n, j, a->n_runs, &lo, &hi);
+        kz_run_set(&a->run[j], (uint32_t)lo, (uint32_t)hi);
+    }
+}
+
+/* the next items for thread ith: from the front of its own run (a 1 / div share of what is left
+ * of it), then single items from the back of the others'; 0 when all are taken. *k counts the
+ * runs visited. */
+static int gdn_runs_next(gdn_task *a, int ith, uint32_t div, int *k, int64_t *c0, int64_t *c1) {
+    if (*k == 0) {
+        if (ith < a->n_runs && kz_run_take(&a->run[ith], 1, div, c0, c1)) return 1;
+        *k = 1;
+    }
+    for (; *k <= a->n_runs; ++*k)
+        if (kz_run_take(&a->run[(ith + *k) % a->n_runs], 0, 1, c0, c1)) return 1;
+    return 0;
+}
+
+/* conv units (q heads, k heads: dk channels each; v heads: dv) in runs of adjacent channels per
+ * thread, a quarter of what is left at a time; thread 0 also computes the gates */
+static void gdn_in_fn(void *arg, int ith, int nth) {
+    (void)nth;
+    gdn_task *a = arg;
+    const int Hv = a->s->m->hp.ssm_n_v_heads;
+    int k = 0;
+    int64_t c0, c1;
+    while (gdn_runs_next(a, ith, 4, &k, &c0, &c1)) gdn_in_units(a, (long)c0, (long)c1);
     if (ith == 0)
         for (int t = 0; t < a->n; t++) {
             float *b = a->s->t5 + (size_t)t * 2 * Hv, *al = b + Hv;
@@ -598,11 +625,9 @@ static void gdn_core_head(const gdn_task *a, int ith, int j) {
 static void gdn_core_fn(void *arg, int ith, int nth) {
     (void)nth;
     gdn_task *a = arg;
+    int k = 0;
     int64_t c0, c1;
-    if (ith < a->n_runs)
-        while (kz_run_take(&a->run[ith], 1, UINT32_MAX, &c0, &c1)) gdn_core_head(a, ith, (int)c0);
-    for (int k = 1; k <= a->n_runs; k++)
-        while (kz_run_take(&a->run[(ith + k) % a->n_runs], 0, 1, &c0, &c1)) gdn_core_head(a, ith, (int)c0);
+    while (gdn_runs_next(a, ith, UINT32_MAX, &k, &c0, &c1)) gdn_core_head(a, ith, (int)c0);
 }
 
 /* ---------------- layers ---------------- */
@@ -684,17 +709,10 @@ static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
         mm_group(s, w, 4, s->hn, n, y, ld);
     }
     prof(s, KZ_PROF_GDN_PROJ);
+    gdn_runs_set(&gt, 2L * hp->ssm_n_k_heads + (long)Hv, kz_pool_size(s->pool));
     run_task(s, gdn_in_fn, &gt); /* conv + q/k norms + gates */
     prof(s, KZ_PROF_GDN_CONV);
-    {
-        const int nth = kz_pool_size(s->pool);
-        gt.n_runs = nth < KZ_RUNS_MAX ? nth : KZ_RUNS_MAX;
-        for (int j = 0; j < gt.n_runs; j++) {
-            long lo, hi;
-            kz_split((long)Hv, j, gt.n_runs, &lo, &hi);
-            kz_run_set(&gt.run[j], (uint32_t)lo, (uint32_t)hi); /* published by the dispatch */
-        }
-    }
+    gdn_runs_set(&gt, (long)Hv, kz_pool_size(s->pool));
     run_task(s, gdn_core_fn, &gt); /* delta rule + gated norm */
     prof(s, KZ_PROF_GDN_CORE);
     mm(s, &ly->wssm_out, s->t4, n, s->out, (size_t)hp->n_embd);
