@@ -26,9 +26,15 @@
 
 #define T512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,f16c,avx2,fma")))
 
+/* The loaders and the two passes take the storage as a constant (f16: 1 IEEE half, 0 f32) and
+ * are always inlined, once per type: with the type read from the cache inside the loops, the
+ * K pass carried a compare and branch per load, spilled row pointers, and ran its one-line
+ * prefetch as a loop (~30 instructions around 8 multiply-adds). */
+#define KZ_AI512 T512 static inline __attribute__((always_inline))
+
 /* rows a and b (8 values from column i) as one zmm: a in the low half */
-T512 static inline __m512 ld_pair(const kz_kv_layer *kv, const void *ra, const void *rb, int i) {
-    if (kv->type == KZ_KV_F16) {
+KZ_AI512 __m512 ld_pair(int f16, const void *ra, const void *rb, int i) {
+    if (f16) {
         const __m128i ha = _mm_loadu_si128((const __m128i *)((const uint16_t *)ra + i));
         const __m128i hb = _mm_loadu_si128((const __m128i *)((const uint16_t *)rb + i));
         return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(ha), hb, 1));
@@ -38,8 +44,8 @@ T512 static inline __m512 ld_pair(const kz_kv_layer *kv, const void *ra, const v
 }
 
 /* 16 consecutive values of a row from column c */
-T512 static inline __m512 ld_row16(const kz_kv_layer *kv, const void *r, int c) {
-    if (kv->type == KZ_KV_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)r + c)));
+KZ_AI512 __m512 ld_row16(int f16, const void *r, int c) {
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)r + c)));
     return _mm512_loadu_ps((const float *)r + c);
 }
 
@@ -53,18 +59,19 @@ T512 static inline __m512 hsum8_pairs(__m512 a) {
 /* scores of 4 key rows (rows[0..3]; repeats fill a short tail, only nrows are written) for the
  * 4 query heads: out[r * ldo + j]. Two row pairs x 4 heads = 8 accumulators; each query chunk
  * is loaded once for the 4 rows. */
-T512 static inline void dot_rows4(const kz_kv_layer *kv, const void *const *rows, const float *q2, int hd,
-                                  float scale, float *out, size_t ldo, int nrows, const char *pf_k, const char *pf_v,
-                                  size_t pf_step) {
+KZ_AI512 void dot_rows4(int f16, const void *const *rows, const float *q2, int hd, float scale, float *out,
+                       size_t ldo, int nrows, const char *pf_k, const char *pf_v) {
+    /* the 4 rows span hd / 8 * pf_step bytes: a slice per step of a later K group into L1 and of
+     * this group's V rows into L2 (read after the K pass); prefetching a line already cached is
+     * harmless, so callers with nothing to prefetch pass rows they read anyway */
+    const size_t pf_step = f16 ? 64 : 128;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (int i = 0; i < hd; i += 8) {
-        /* the 4 rows span hd / 8 * pf_step bytes: a slice per step of a later K group into L1
-         * and of this group's V rows into L2 (read after the K pass) */
         for (size_t o = 0; o < pf_step; o += 64) {
-            if (pf_k) _mm_prefetch(pf_k + (size_t)i / 8 * pf_step + o, _MM_HINT_T0);
-            if (pf_v) _mm_prefetch(pf_v + (size_t)i / 8 * pf_step + o, _MM_HINT_T1);
+            _mm_prefetch(pf_k + (size_t)i / 8 * pf_step + o, _MM_HINT_T0);
+            _mm_prefetch(pf_v + (size_t)i / 8 * pf_step + o, _MM_HINT_T1);
         }
-        const __m512 k01 = ld_pair(kv, rows[0], rows[1], i), k23 = ld_pair(kv, rows[2], rows[3], i);
+        const __m512 k01 = ld_pair(f16, rows[0], rows[1], i), k23 = ld_pair(f16, rows[2], rows[3], i);
         const float *qi = q2 + (size_t)i * 2;
         __m512 qv = _mm512_loadu_ps(qi);
         a0 = _mm512_fmadd_ps(qv, k01, a0);
@@ -89,19 +96,18 @@ T512 static inline void dot_rows4(const kz_kv_layer *kv, const void *const *rows
 }
 
 /* acc_r[c..c+32) += sum_j w_r[j] v_j[c..c+32) for the 4 heads, j in order: 8 accumulators */
-T512 static inline void pv_cols32(const kz_kv_layer *kv, const void *const *rows, int nb, const float *w, size_t ldw,
-                                  float *acc, int hd, int c, const char *pf, size_t rb) {
+KZ_AI512 void pv_cols32(int f16, const void *const *rows, int nb, const float *w, size_t ldw, float *acc, int hd,
+                       int c, const char *pf, size_t rb) {
     float *y0 = acc + c, *y1 = y0 + hd, *y2 = y1 + hd, *y3 = y2 + hd;
     __m512 x0 = _mm512_loadu_ps(y0), x1 = _mm512_loadu_ps(y1), x2 = _mm512_loadu_ps(y2), x3 = _mm512_loadu_ps(y3);
     __m512 z0 = _mm512_loadu_ps(y0 + 16), z1 = _mm512_loadu_ps(y1 + 16), z2 = _mm512_loadu_ps(y2 + 16),
            z3 = _mm512_loadu_ps(y3 + 16);
-    const size_t cb = rb / (size_t)hd * 32; /* bytes of 32 values */
+    const size_t cb = f16 ? 64 : 128; /* bytes of 32 values */
     for (int j = 0; j < nb; j++) {
         /* the same columns of the next block's rows (the stride of a row defeats the hardware
-         * prefetchers) */
-        if (pf)
-            for (size_t o = 0; o < cb; o += 64) _mm_prefetch(pf + (size_t)j * rb + (size_t)c / 32 * cb + o, _MM_HINT_T0);
-        const __m512 va = ld_row16(kv, rows[j], c), vb = ld_row16(kv, rows[j], c + 16);
+         * prefetchers; pf is this block when there is no next one) */
+        for (size_t o = 0; o < cb; o += 64) _mm_prefetch(pf + (size_t)j * rb + (size_t)c / 32 * cb + o, _MM_HINT_T0);
+        const __m512 va = ld_row16(f16, rows[j], c), vb = ld_row16(f16, rows[j], c + 16);
         __m512 wr = _mm512_set1_ps(w[j]);
         x0 = _mm512_fmadd_ps(wr, va, x0);
         z0 = _mm512_fmadd_ps(wr, vb, z0);
@@ -123,10 +129,9 @@ T512 static inline void pv_cols32(const kz_kv_layer *kv, const void *const *rows
 #define KZ_AVX512_VB 16 /* positions per V block (the row pointers of one PV pass) */
 #define KZ_PF_ROWS 16   /* K prefetch distance in positions */
 
-T512 int kz_attn_partial_avx512(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq,
-                                float scale, float *ml, float *acc, float *scratch) {
-    const int hd = kv->head_dim, n_rep = kv->n_head / kv->n_head_kv, n = p1 - p0;
-    if (n_rep != 4 || hd % 32 || (kv->type != KZ_KV_F16 && kv->type != KZ_KV_F32) || n <= 0) return 0;
+KZ_AI512 void partial_body(int f16, const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq,
+                          float scale, float *ml, float *acc, float *scratch) {
+    const int hd = kv->head_dim, n_rep = 4, n = p1 - p0;
     memset(acc, 0, (size_t)n_rep * hd * sizeof(float));
     const size_t rb = kz_kv_row_bytes(kv);
     const char *kbase = kz_kv_row(kv, 0, g, p0), *vbase = kz_kv_row(kv, 1, g, p0);
@@ -145,18 +150,26 @@ T512 int kz_attn_partial_avx512(const kz_kv_layer *kv, int g, int p0, int p1, co
         for (int j = 0; j < 4; j++) rows[j] = kbase + (size_t)(t + (j < nr ? j : nr - 1)) * rb;
         /* the sequential prefetchers do not follow 4 rows read side by side: prefetch by hand,
          * KZ_PF_ROWS positions ahead (a miss per row otherwise stalled the loop on every load) */
-        const char *pf_k = t + KZ_PF_ROWS + 4 <= n ? kbase + (size_t)(t + KZ_PF_ROWS) * rb : NULL;
-        const char *pf_v = nr == 4 ? vbase + (size_t)t * rb : NULL; /* only rows of this span */
-        dot_rows4(kv, rows, q2, hd, scale, sc + t, (size_t)n, nr, pf_k, pf_v, 4 * rb * 8 / (size_t)hd);
+        const char *pf_k = t + KZ_PF_ROWS + 4 <= n ? kbase + (size_t)(t + KZ_PF_ROWS) * rb : kbase + (size_t)t * rb;
+        const char *pf_v = nr == 4 ? vbase + (size_t)t * rb : kbase + (size_t)t * rb; /* only rows of this span */
+        dot_rows4(f16, rows, q2, hd, scale, sc + t, (size_t)n, nr, pf_k, pf_v);
     }
     kz_attn_softmax_partial(sc, 4, n, ml);
     for (int t0 = 0; t0 < n; t0 += KZ_AVX512_VB) {
         const int nb = n - t0 < KZ_AVX512_VB ? n - t0 : KZ_AVX512_VB;
         const void *rows[KZ_AVX512_VB];
         for (int j = 0; j < nb; j++) rows[j] = vbase + (size_t)(t0 + j) * rb;
-        const char *pf = t0 + 2 * KZ_AVX512_VB <= n ? vbase + (size_t)(t0 + KZ_AVX512_VB) * rb : NULL;
-        for (int c = 0; c < hd; c += 32) pv_cols32(kv, rows, nb, sc + t0, (size_t)n, acc, hd, c, pf, rb);
+        const char *pf = t0 + 2 * KZ_AVX512_VB <= n ? vbase + (size_t)(t0 + KZ_AVX512_VB) * rb : vbase + (size_t)t0 * rb;
+        for (int c = 0; c < hd; c += 32) pv_cols32(f16, rows, nb, sc + t0, (size_t)n, acc, hd, c, pf, rb);
     }
+}
+
+T512 int kz_attn_partial_avx512(const kz_kv_layer *kv, int g, int p0, int p1, const float *q, size_t ldq,
+                                float scale, float *ml, float *acc, float *scratch) {
+    const int hd = kv->head_dim, n_rep = kv->n_head / kv->n_head_kv;
+    if (n_rep != 4 || hd % 32 || (kv->type != KZ_KV_F16 && kv->type != KZ_KV_F32) || p1 <= p0) return 0;
+    if (kv->type == KZ_KV_F16) partial_body(1, kv, g, p0, p1, q, ldq, scale, ml, acc, scratch);
+    else partial_body(0, kv, g, p0, p1, q, ldq, scale, ml, acc, scratch);
     return 1;
 }
 #endif
