@@ -80,8 +80,87 @@ static double cpu_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* kz_run: items [0, n) in one run per thread (fewer runs than threads when nruns < nth: the
+ * rest only steal); every item must be taken exactly once, and a thread's first take from its
+ * own run must start at the run's front */
+typedef struct {
+    kz_run run[KZ_RUNS_MAX];
+    int nruns;
+    uint32_t div;
+    _Atomic int taken[4096];
+    int first_ok[MAXT];
+} run_job;
+
+static void run_task(void *arg, int ith, int nth) {
+    (void)nth;
+    run_job *j = arg;
+    int64_t c0, c1;
+    j->first_ok[ith] = 1;
+    if (ith < j->nruns) {
+        const uint64_t fb = atomic_load(&j->run[ith].fb);
+        int first = 1;
+        while (kz_run_take(&j->run[ith], 1, j->div, &c0, &c1)) {
+            /* a thief may have emptied the run before its owner started, never taken its front */
+            if (first && c0 != (int64_t)(uint32_t)fb) j->first_ok[ith] = 0;
+            first = 0;
+            for (int64_t i = c0; i < c1; i++) atomic_fetch_add(&j->taken[i], 1);
+        }
+    }
+    for (int k = 1; k <= j->nruns; k++)
+        while (kz_run_take(&j->run[(ith + k) % j->nruns], 0, 1, &c0, &c1))
+            for (int64_t i = c0; i < c1; i++) atomic_fetch_add(&j->taken[i], 1);
+}
+
+static int runs_round(kz_pool *p, run_job *j, long n, int nruns, uint32_t div) {
+    j->nruns = nruns;
+    j->div = div;
+    for (long i = 0; i < n; i++) atomic_init(&j->taken[i], 0);
+    for (int r = 0; r < nruns; r++) {
+        long lo, hi;
+        kz_split(n, r, nruns, &lo, &hi);
+        kz_run_set(&j->run[r], (uint32_t)lo, (uint32_t)hi);
+    }
+    kz_pool_run(p, run_task, j);
+    int bad = 0;
+    for (long i = 0; i < n; i++) bad += atomic_load(&j->taken[i]) != 1;
+    for (int t = 0; t < kz_pool_size(p); t++) bad += !j->first_ok[t];
+    return bad;
+}
+
 int main(void) {
     CHECK(kz_num_cpus() >= 1);
+
+    /* kz_run_take: owner takes max(1, left / div) from the front, a thief the last item */
+    {
+        kz_run r;
+        int64_t c0 = -1, c1 = -1;
+        kz_run_set(&r, 10, 30);
+        CHECK(kz_run_take(&r, 1, 4, &c0, &c1) && c0 == 10 && c1 == 15);
+        CHECK(kz_run_take(&r, 0, 1, &c0, &c1) && c0 == 29 && c1 == 30);
+        CHECK(kz_run_take(&r, 1, UINT32_MAX, &c0, &c1) && c0 == 15 && c1 == 16);
+        int n = 0;
+        while (kz_run_take(&r, n % 2, 3, &c0, &c1)) n += (int)(c1 - c0);
+        CHECKF(n == 13, "run emptied after %d more items", n);
+        kz_run_set(&r, 7, 7);
+        CHECK(!kz_run_take(&r, 1, 1, &c0, &c1) && !kz_run_take(&r, 0, 1, &c0, &c1));
+    }
+    /* under contention: pools of 1..4 threads, runs per thread or fewer, odd sizes */
+    {
+        static run_job rj;
+        int bad = 0, rounds = 0;
+        for (int nt = 1; nt <= 4; nt++) {
+            kz_pool *p = kz_pool_new(nt);
+            if (!p) { CHECK(p != NULL); continue; }
+            for (int r = 0; r < 300; r++) {
+                const long n = 1 + (long)(((unsigned)r * 2654435761u) % 4000u);
+                const int nruns = r % 5 == 0 && nt > 1 ? nt - 1 : nt;
+                bad += runs_round(p, &rj, n, nruns, r % 3 == 0 ? UINT32_MAX : 4);
+                rounds++;
+            }
+            kz_pool_free(p);
+        }
+        CHECKF(bad == 0, "kz_run: %d items taken other than once (or a bad first take) over %d rounds", bad, rounds);
+    }
 
     /* kz_split partitions [0,n) into contiguous, balanced ranges */
     for (long n = 0; n < 70; n++)
