@@ -550,8 +550,7 @@ int cmd_bench(int argc, char **argv) {
             printf("weights read per decoded token: %.2f MiB (layers %.2f, lm head %.2f)\n", wb.total / 1048576.0,
                    wb.layers / 1048576.0, wb.lm_head / 1048576.0);
             if (n > 0) printf("decode bandwidth: %.2f GB/s", dec_bw);
-            if (n > 0 && pct >= 0)
-            {
+            if (n > 0 && pct >= 0) {
                 printf(" = %.1f%% of %s read bandwidth %.2f GB/s", pct, bw_measured ? "measured" : "given", bw);
                 if (bw_measured) printf(" (%s loads)", bw_loads);
             }

@@ -154,13 +154,9 @@ static void do_chunks(const mm_multi *mt, int64_t c0, int64_t c1) {
 static void dot_task(void *arg, int ith, int nth) {
     (void)nth;
     mm_multi *mt = arg;
+    int k = 0;
     int64_t c0, c1;
-    if (ith < mt->n_runs)
-        while (kz_run_take(&mt->run[ith], 1, MM_OWNER_DIV, &c0, &c1)) do_chunks(mt, c0, c1);
-    for (int k = 1; k <= mt->n_runs; k++) {
-        kz_run *r = &mt->run[(ith + k) % mt->n_runs];
-        while (kz_run_take(r, 0, 1, &c0, &c1)) do_chunks(mt, c0, c1);
-    }
+    while (kz_runs_next(mt->run, mt->n_runs, ith, MM_OWNER_DIV, &k, &c0, &c1)) do_chunks(mt, c0, c1);
 }
 
 /* weight bytes of chunks [0, c) */

@@ -55,5 +55,25 @@ static inline int kz_run_take(kz_run *r, int front, uint32_t div, int64_t *c0, i
         }
     }
 }
+/* items [0, n) cut into n_runs even runs (kz_split), set before the dispatch publishes them */
+static inline void kz_runs_split(kz_run *run, int n_runs, long n) {
+    for (int j = 0; j < n_runs; j++) {
+        long lo, hi;
+        kz_split(n, j, n_runs, &lo, &hi);
+        kz_run_set(&run[j], (uint32_t)lo, (uint32_t)hi);
+    }
+}
+/* The next items for thread ith: from the front of its own run (a 1 / div share of what is
+ * left of it), then single items from the back of the others'; 0 when all are taken. *k (0 at
+ * the start of a dispatch) counts the runs visited: while (kz_runs_next(...)) work(c0, c1); */
+static inline int kz_runs_next(kz_run *run, int n_runs, int ith, uint32_t div, int *k, int64_t *c0, int64_t *c1) {
+    if (*k == 0) {
+        if (ith < n_runs && kz_run_take(&run[ith], 1, div, c0, c1)) return 1;
+        *k = 1;
+    }
+    for (; *k <= n_runs; ++*k)
+        if (kz_run_take(&run[(ith + *k) % n_runs], 0, 1, c0, c1)) return 1;
+    return 0;
+}
 int kz_num_cpus(void);
 #endif

@@ -95,31 +95,23 @@ static void run_task(void *arg, int ith, int nth) {
     (void)nth;
     run_job *j = arg;
     int64_t c0, c1;
+    int k = 0, first = 1;
+    const uint64_t fb = ith < j->nruns ? atomic_load(&j->run[ith].fb) : 0;
     j->first_ok[ith] = 1;
-    if (ith < j->nruns) {
-        const uint64_t fb = atomic_load(&j->run[ith].fb);
-        int first = 1;
-        while (kz_run_take(&j->run[ith], 1, j->div, &c0, &c1)) {
-            /* a thief may have emptied the run before its owner started, never taken its front */
-            if (first && c0 != (int64_t)(uint32_t)fb) j->first_ok[ith] = 0;
-            first = 0;
-            for (int64_t i = c0; i < c1; i++) atomic_fetch_add(&j->taken[i], 1);
-        }
+    while (kz_runs_next(j->run, j->nruns, ith, j->div, &k, &c0, &c1)) {
+        /* k == 0: a take from its own run's front (a thief may have emptied the run before its
+         * owner started, never taken its front) */
+        if (first && k == 0 && c0 != (int64_t)(uint32_t)fb) j->first_ok[ith] = 0;
+        first = 0;
+        for (int64_t i = c0; i < c1; i++) atomic_fetch_add(&j->taken[i], 1);
     }
-    for (int k = 1; k <= j->nruns; k++)
-        while (kz_run_take(&j->run[(ith + k) % j->nruns], 0, 1, &c0, &c1))
-            for (int64_t i = c0; i < c1; i++) atomic_fetch_add(&j->taken[i], 1);
 }
 
 static int runs_round(kz_pool *p, run_job *j, long n, int nruns, uint32_t div) {
     j->nruns = nruns;
     j->div = div;
     for (long i = 0; i < n; i++) atomic_init(&j->taken[i], 0);
-    for (int r = 0; r < nruns; r++) {
-        long lo, hi;
-        kz_split(n, r, nruns, &lo, &hi);
-        kz_run_set(&j->run[r], (uint32_t)lo, (uint32_t)hi);
-    }
+    kz_runs_split(j->run, nruns, n);
     kz_pool_run(p, run_task, j);
     int bad = 0;
     for (long i = 0; i < n; i++) bad += atomic_load(&j->taken[i]) != 1;
