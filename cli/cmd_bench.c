@@ -31,6 +31,7 @@
 #include "api.h"
 #include "attention.h"
 #include "model.h"
+#include "ops.h"
 #include "bench_matmuls.h"
 #include "bench_stats.h"
 #include "membw.h"
@@ -184,13 +185,6 @@ static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
-}
-
-static int32_t argmax(const float *x, int n) {
-    int32_t b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -384,7 +378,7 @@ int cmd_bench(int argc, char **argv) {
         double t0 = kz_bench_now();
         if (p > 0) {
             if (kz_eval(c, toks, (int)p, logits, 0)) { rc = 1; break; }
-            if (greedy) tok = argmax(logits, nv);
+            if (greedy) tok = kz_argmax(logits, nv);
         }
         double t1 = kz_bench_now();
         if (profile) {
@@ -401,7 +395,7 @@ int cmd_bench(int argc, char **argv) {
         }
         for (long i = 0; i < n; i++) {
             if (kz_eval(c, &tok, 1, logits, 0)) { rc = 1; break; }
-            tok = greedy ? argmax(logits, nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
+            tok = greedy ? kz_argmax(logits, nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
             if (bws && (++seg_n == membw_every || i == n - 1)) {
                 const double seg = kz_bench_now() - seg_t0;
                 const double g = kz_membw_pass(bws, err, sizeof err);

@@ -1,5 +1,6 @@
 #include "ops.h"
 #include "cpu.h"
+#include "vec8.h"
 
 /* The row ops every decode token runs (norms, SiLU/SwiGLU, gates): one body, built twice on
  * x86-64 - baseline (SSE2, 4 lanes) and AVX2 (8 lanes in one ymm) - and chosen from the active
@@ -152,6 +153,53 @@ void kz_softmax(float *x, int n) {
     for (int i = 1; i < n; i++) if (x[i] > mx) mx = x[i];
     const float r = (float)(1.0 / kz_exp_sum(x, mx, n));
     kz_scale(x, n, r);
+}
+
+/* Lane-wise maxima over blocks of 8 with the block where each lane's maximum first appeared,
+ * then the lowest position among the lanes holding the overall maximum: the same index as the
+ * plain scan "x[i] > best" (first maximum, NaN never wins), without its loop-carried compare
+ * and branch per element (a greedy decode step scans the whole vocabulary, 248k logits). */
+typedef int v8i __attribute__((vector_size(32)));
+static inline __attribute__((always_inline)) int argmax_body(const float *x, int n) {
+    const float ninf = -INFINITY;
+    /* 4 independent (maximum, block) sets: the compare-select chain of one set would bound the
+     * loop by its latency */
+    v8f m[4];
+    v8i at[4];
+    for (int s = 0; s < 4; s++) {
+        m[s] = (v8f){ninf, ninf, ninf, ninf, ninf, ninf, ninf, ninf};
+        at[s] = (v8i){0, 0, 0, 0, 0, 0, 0, 0};
+    }
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const v8i iv = {i, i, i, i, i, i, i, i};
+        for (int s = 0; s < 4; s++) {
+            const v8f v = ld8(x + i + 8 * s);
+            const v8i gt = v > m[s]; /* all ones where greater; false for NaN */
+            m[s] = (v8f)(((v8i)v & gt) | ((v8i)m[s] & ~gt));
+            at[s] = (iv & gt) | (at[s] & ~gt);
+        }
+    }
+    float best = ninf;
+    int bi = 0;
+    for (int s = 0; s < 4; s++) /* set s, lane l: its maximum is at at[s][l] + 8 s + l */
+        for (int l = 0; l < 8; l++) {
+            const int pos = at[s][l] + 8 * s + l;
+            if (m[s][l] > best || (m[s][l] == best && best > ninf && pos < bi)) best = m[s][l], bi = pos;
+        }
+    for (; i < n; i++) /* the tail lies after every block: only a larger value moves the index */
+        if (x[i] > best) best = x[i], bi = i;
+    return bi;
+}
+static int argmax_plain(const float *x, int n) { return argmax_body(x, n); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static int argmax_avx2(const float *x, int n) { return argmax_body(x, n); }
+#endif
+int kz_argmax(const float *x, int n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (kz_isa_has_avx2(kz_isa_active())) return argmax_avx2(x, n);
+#endif
+    return argmax_plain(x, n);
 }
 
 float kz_dot(const float *a, const float *b, int n) {

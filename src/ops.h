@@ -28,6 +28,8 @@ void kz_add_rmsnorm(float *x, const float *d, float *y, const float *w, int n, f
 /* softmax in place, numerically stable (max subtracted); n >= 1 */
 void kz_softmax(float *x, int n);
 float kz_dot(const float *a, const float *b, int n);
+/* index of the largest of x[0..n): the first on ties, NaN never wins, 0 when none exceeds -inf */
+int kz_argmax(const float *x, int n);
 /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (8 x 8 tiles: both sides touch
  * few cache lines at a time); dst and src must not overlap */
 void kz_transpose(float *dst, size_t ldd, const float *src, size_t lds, int rows, int cols);

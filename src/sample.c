@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ops.h"
 
 typedef struct { float logit; int32_t id; } kz_cand;
 
@@ -138,11 +139,8 @@ int32_t kz_sampler_sample(kz_sampler *s, const float *logits, const int32_t *his
     }
 
     if (p->temperature <= 0.0f) {
-        int best = 0;
-        float bl = -INFINITY;
-        for (int i = 0; i < V; i++) if (w[i] > bl) { bl = w[i]; best = i; } /* NaN never wins */
         s->n_cand = 0;
-        return best;
+        return kz_argmax(w, V); /* first maximum; NaN never wins */
     }
 
     kz_cand *c = s->cand;

@@ -690,6 +690,39 @@ static int attention_groups_levels(void) {
     return failed;
 }
 
+/* kz_argmax against the plain scan (first maximum, NaN never wins, 0 when none exceeds -inf) on
+ * random rows of many lengths, with ties, NaNs, infinities and the maximum in the tail */
+static int argmax_ref(const float *x, int n) {
+    int b = 0;
+    float bl = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (x[i] > bl) bl = x[i], b = i;
+    return b;
+}
+static void test_argmax(void) {
+    const int nmax = 248320 + 13;
+    float *x = malloc(nmax * sizeof(float));
+    int bad = 0, cases = 0;
+    for (int rep = 0; rep < 400; rep++) {
+        const int n = rep < 40 ? rep + 1 : rep == 399 ? nmax : 1 + (int)(kt_rng(&rs) % 3000);
+        fill(x, n, 8.0f);
+        const unsigned kind = (unsigned)(rep % 8);
+        if (kind == 1) /* a tie between two lanes or blocks: the first must win */
+            for (int k = 0; k < 3; k++) x[kt_rng(&rs) % n] = 9.0f;
+        if (kind == 2) for (int k = 0; k < n / 7 + 1; k++) x[kt_rng(&rs) % n] = NAN;
+        if (kind == 3) x[kt_rng(&rs) % n] = INFINITY, x[kt_rng(&rs) % n] = INFINITY;
+        if (kind == 4) for (int i = 0; i < n; i++) x[i] = (i % 3) ? -INFINITY : NAN; /* nothing above -inf */
+        if (kind == 5) x[n - 1] = 20.0f;                                               /* in the tail */
+        if (kind == 6) for (int i = 0; i < n; i++) x[i] = (float)(int)(x[i]);          /* many ties */
+        if (kind == 7) x[0] = NAN;
+        const int got = kz_argmax(x, n), want = argmax_ref(x, n);
+        if (got != want && bad++ < 5) fprintf(stderr, "argmax n=%d kind %u: %d, want %d\n", n, kind, got, want);
+        cases++;
+    }
+    CHECKF(bad == 0, "argmax: %d of %d rows differ", bad, cases);
+    free(x);
+}
+
 int main(void) {
     attention_groups_levels();
     test_rmsnorm();
@@ -706,5 +739,6 @@ int main(void) {
     test_attention(0);
     test_attention(1);
     test_attention_groups();
+    test_argmax();
     KT_END();
 }
