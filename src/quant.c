@@ -261,7 +261,7 @@ static const kz_qtraits k_avx512[N_TYPES] = {
     { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_avx2_dot_f32,    kz_avx2_gemm_f32 },
     { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_avx2_dequant_f16, kz_avx2_quant_f16,  kz_avx2_dot_f16,    kz_avx2_gemm_f16 },
     { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_avx2_quant_bf16, kz_avx2_dot_bf16,   kz_avx2_gemm_bf16 },
-    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_avx2_quant_q8_0, kz_avx512_dot_q8_0, kz_avx512_gemm_q8_0 },
+    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_avx512_quant_q8_0, kz_avx512_dot_q8_0, kz_avx512_gemm_q8_0 },
     { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_avx512_dot_q4_0, kz_avx512_gemm_q4_0 },
 };
 #endif

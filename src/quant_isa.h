@@ -18,11 +18,12 @@
 
 #if defined(__x86_64__)
 /* quant_x86.c: AVX2+FMA+F16C (floats, activation quantizers, integer dots) and AVX-512 VNNI
- * (integer dots; floats and quantizers are the AVX2 ones) */
+ * (integer dots and the Q8_0 quantizer; floats and the other quantizers are the AVX2 ones) */
 KZ_ISA_QUANT(avx2, q8_0) KZ_ISA_QUANT(avx2, f16) KZ_ISA_QUANT(avx2, bf16)
 void kz_avx2_dequant_f16(const void *src, float *dst, int64_t n); /* exact, = the reference */
 KZ_ISA_DOT(avx2, f32) KZ_ISA_DOT(avx2, f16) KZ_ISA_DOT(avx2, bf16) KZ_ISA_DOT(avx2, q8_0) KZ_ISA_DOT(avx2, q4_0)
 KZ_ISA_GEMM(avx2, f32) KZ_ISA_GEMM(avx2, f16) KZ_ISA_GEMM(avx2, bf16) KZ_ISA_GEMM(avx2, q8_0) KZ_ISA_GEMM(avx2, q4_0)
+KZ_ISA_QUANT(avx512, q8_0)
 KZ_ISA_DOT(avx512, q8_0) KZ_ISA_DOT(avx512, q4_0)
 KZ_ISA_GEMM(avx512, q8_0) KZ_ISA_GEMM(avx512, q4_0)
 void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
