@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "cpu.h"
 #include "quant.h"
 #include "types.h"
 
@@ -29,9 +30,15 @@
  * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2; +10 % measured) */
 #define MM_RB_LANE 256
 
+/* after a one-token Q8_0 activation row: its per-block terms for the packed GEMV (kz_p16_gemv),
+ * 64-byte aligned */
+static size_t aux_bytes(const kz_wmat *w, int n_tok) {
+    return n_tok == 1 && kz_act_type(w->type) == KZ_T_Q8_0 ? 64 + (size_t)(w->n_in / 32) * sizeof(int32_t) : 0;
+}
+
 size_t kz_matmul_work_bytes(const kz_wmat *w, int n_tok) {
     if (!w || n_tok <= 0 || w->type == KZ_T_F32) return 0; /* F32 uses X directly */
-    return (size_t)n_tok * kz_act_row_bytes(w->type, w->n_in);
+    return (size_t)n_tok * kz_act_row_bytes(w->type, w->n_in) + aux_bytes(w, n_tok);
 }
 
 typedef struct {
@@ -46,6 +53,11 @@ typedef struct {
     int64_t n_chunk; /* conversion chunks per row */
     const atomic_int *abort; /* prefill: stop between tiles once non-zero (output dropped) */
     kz_gemm_p16_fn p16;      /* kernel for w->p16 rows, NULL: w has none or this level cannot use them */
+    kz_p16_gemv gv;          /* one token: the level's GEMV taking aux (NULL gemv: p16 computes it) */
+    int32_t *aux;            /* one token: the activation row's per-block terms for gv, or NULL */
+    int32_t *aux_room;       /* converting matrix, one token: where its row's terms go */
+    int aux_need;            /* converting matrix: a packed matrix reads its terms */
+    int conv;                /* index of the matrix that converts this one's X, -1: itself */
     int64_t rb;              /* prefill row block */
 } mm_task;
 
@@ -73,7 +85,10 @@ static void dot_block(const mm_task *t, int packed, int64_t r0, int64_t nr, int 
     const kz_wmat *w = t->w;
     const uint8_t *a = t->act + (size_t)t0 * t->act_rb;
     float *y = t->y + (int64_t)t0 * t->ldy + r0;
-    if (packed)
+    if (packed && t->aux)
+        t->gv.gemv(w->n_in, (const uint8_t *)w->p16 + (size_t)(r0 / 16) * kz_pack16_group_bytes(w->n_in), nr, a,
+                   t->aux, y);
+    else if (packed)
         t->p16(w->n_in, (const uint8_t *)w->p16 + (size_t)(r0 / 16) * kz_pack16_group_bytes(w->n_in), nr, a,
                t->act_rb, nt, y, t->ldy);
     else
@@ -234,6 +249,7 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
     uint8_t *wp = work;
     int n_conv = 0;
     const kz_gemm_p16_fn p16 = kz_gemm_p16_get();
+    const kz_p16_gemv gv = n_tok == 1 ? kz_p16_gemv_get_isa((int)kz_isa_active()) : (kz_p16_gemv){NULL, NULL};
     for (int i = 0; i < nw; i++) {
         const kz_wmat *wi = w[i];
         const kz_qtraits *wt = kz_qtraits_get(wi->type);
@@ -246,7 +262,7 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
         mm_task *t = &mt.t[mt.n];
         *t = (mm_task){.wt = wt, .at = kz_qtraits_get(wt->act_type), .w = wi, .x = x, .n_tok = n_tok,
                        .abort = abort, .y = y[i], .ldy = ldy[i], .p16 = wi->p16 && wi->n_p16 > 0 ? p16 : NULL,
-                       .rb = MM_RB};
+                       .rb = MM_RB, .gv = gv};
 #if defined(__x86_64__)
         /* the x86 level with a packed kernel also runs plain Q4_0 rows lane-per-row */
         if (wi->type == KZ_T_Q4_0 && p16) t->rb = MM_RB_LANE;
@@ -257,13 +273,24 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
         } else {
             t->act_rb = kz_act_row_bytes(wi->type, wi->n_in);
             /* an earlier matrix with the same activation type already converts X */
-            for (int j = 0; j < mt.n && !t->act; j++)
-                if (shares_act(mt.t[j].w, wi)) t->act = mt.t[j].act;
-            if (!t->act) {
+            int conv = -1;
+            for (int j = 0; j < mt.n && conv < 0; j++)
+                if (shares_act(mt.t[j].w, wi)) conv = mt.t[j].n_chunk ? j : mt.t[j].conv;
+            if (conv >= 0) {
+                t->act = mt.t[conv].act;
+            } else {
                 t->act = wp;
-                wp += kz_matmul_work_bytes(wi, n_tok);
                 t->n_chunk = (wi->n_in + CONV_CHUNK - 1) / CONV_CHUNK;
                 n_conv++;
+                if (aux_bytes(wi, n_tok)) /* room for the terms; filled if a packed matrix reads them */
+                    t->aux_room = (int32_t *)(((uintptr_t)(wp + (size_t)n_tok * t->act_rb) + 63) & ~(uintptr_t)63);
+                wp += kz_matmul_work_bytes(wi, n_tok);
+            }
+            t->conv = conv;
+            if (gv.gemv && t->p16) { /* the packed GEMV reads the terms of the converted row */
+                mm_task *c = conv >= 0 ? &mt.t[conv] : t;
+                c->aux_need = 1;
+                t->aux = c->aux_room;
             }
         }
         const int64_t unit = unit_rows(t), nu = (wi->n_out + unit - 1) / unit;
@@ -293,6 +320,8 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
         else
             for (int i = 0; i < mt.n; i++)
                 if (mt.t[i].n_chunk) conv_chunks(&mt.t[i], 0, mt.t[i].n_chunk * n_tok);
+        for (int i = 0; i < mt.n; i++) /* once per row here, not once per kernel call */
+            if (mt.t[i].aux_need) gv.prep(mt.t[i].act, mt.t[i].w->n_in, mt.t[i].aux_room);
     }
     make_runs(&mt, kz_pool_size(pool));
     kz_pool_run(pool, dot_task, &mt);

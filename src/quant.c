@@ -353,6 +353,18 @@ kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa) {
 
 kz_gemm_p16_fn kz_gemm_p16_get(void) { return kz_gemm_p16_get_isa((int)kz_isa_active()); }
 
+kz_p16_gemv kz_p16_gemv_get_isa(int isa) {
+    kz_p16_gemv g = {NULL, NULL};
+#if defined(__x86_64__)
+    if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512)) { /* the prefetch choice as above */
+        g.prep = kz_avx512_q8_0_corr;
+        g.gemv = kz_cpu_features_get()->amd ? kz_avx512_gemv_q4_0_p16_nopf : kz_avx512_gemv_q4_0_p16;
+    }
+#endif
+    (void)isa;
+    return g;
+}
+
 /* bytes of n elements of a traits' type; 0 if n is not a whole number of blocks */
 static size_t tr_bytes(const kz_qtraits *t, int64_t n) {
     if (!t || n < 0 || n % t->blck) return 0;

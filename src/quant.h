@@ -92,6 +92,16 @@ typedef void (*kz_gemm_p16_fn)(int64_t n, const void *pk, int64_t n_rows, const 
                                int64_t n_tok, float *y, int64_t ldy);
 kz_gemm_p16_fn kz_gemm_p16_get(void);
 kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa);
+/* The one-token case of a level's p16 gemm split in two, where the kernel needs a per-block
+ * term of the activation row (AVX-512: VPDPBUSD multiplies unsigned nibbles, so each block's
+ * dot is corrected by -8 x the sum of its quants): prep computes those n / 32 int32 once per
+ * activation row, gemv takes them - the same outputs as the gemm with n_tok = 1, bit for bit.
+ * Both NULL where the level's kernel has no such term. */
+typedef struct {
+    void (*prep)(const void *act, int64_t n, int32_t *aux);
+    void (*gemv)(int64_t n, const void *pk, int64_t n_rows, const void *act, const int32_t *aux, float *y);
+} kz_p16_gemv;
+kz_p16_gemv kz_p16_gemv_get_isa(int isa);
 const kz_qtraits *kz_qtraits_get(uint32_t type);
 
 /* The scalar gemm of every type: one reference dot per element, rows outer (each weight row

@@ -31,6 +31,12 @@ void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const vo
 /* the same without the decode GEMV's software prefetch (same bits; chosen on AMD, see quant.c) */
 void kz_avx512_gemm_q4_0_p16_nopf(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
                                   int64_t n_tok, float *y, int64_t ldy);
+/* the one-token GEMV of those two with the activation's block corrections given (kz_p16_gemv) */
+void kz_avx512_q8_0_corr(const void *act, int64_t n, int32_t *corr);
+void kz_avx512_gemv_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const void *act, const int32_t *corr,
+                             float *y);
+void kz_avx512_gemv_q4_0_p16_nopf(int64_t n, const void *pk, int64_t n_rows, const void *act,
+                                  const int32_t *corr, float *y);
 #endif
 
 #if defined(__aarch64__)

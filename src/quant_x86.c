@@ -242,12 +242,14 @@ T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *
  * groups side by side, sharing the activation shuffles, measured slower: two streams). Per lane the same exact integer block
  * dot and float chain as the reference. */
 T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y,
-                                     const int pf) {
-    int32_t corr[ZR_GEMV_NB];
+                                     const int32_t *corr_in, const int pf) {
+    int32_t corr_buf[ZR_GEMV_NB];
     const int64_t ng = nr / 16;
     for (int64_t b0 = 0; b0 < nb; b0 += ZR_GEMV_NB) {
         const int nbc = nb - b0 < ZR_GEMV_NB ? (int)(nb - b0) : ZR_GEMV_NB;
-        for (int b = 0; b < nbc; b++) corr[b] = zr_corr(a + (size_t)(b0 + b) * 34);
+        const int32_t *corr = corr_in ? corr_in + b0 : corr_buf;
+        if (!corr_in)
+            for (int b = 0; b < nbc; b++) corr_buf[b] = zr_corr(a + (size_t)(b0 + b) * 34);
         for (int64_t g = 0; g < ng; g++) {
             const uint8_t *p = pk + ((size_t)g * (size_t)nb + (size_t)b0) * 288;
             __m512 acc = b0 ? _mm512_loadu_ps(y + 16 * g) : _mm512_setzero_ps();
@@ -262,6 +264,22 @@ T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr,
     }
 }
 
+/* the corrections of one Q8_0 activation row (-8 x the sum of each block's quants), which the
+ * GEMV needs per block: computed once per decode dispatch (kz_p16_gemv) instead of once per
+ * kernel call - a thread makes ~5-20 calls per matrix (its run in shrinking pieces, then steals) */
+T_AVX512 void kz_avx512_q8_0_corr(const void *act, int64_t n, int32_t *corr) {
+    const uint8_t *a = act;
+    for (int64_t b = 0; b < n / 32; b++) corr[b] = zr_corr(a + (size_t)b * 34);
+}
+T_AVX512 void kz_avx512_gemv_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, const int32_t *corr,
+                                      float *y) {
+    zr_gemv_p16_body(n / 32, pk, nr, a, y, corr, 1);
+}
+T_AVX512 void kz_avx512_gemv_q4_0_p16_nopf(int64_t n, const void *pk, int64_t nr, const void *a,
+                                           const int32_t *corr, float *y) {
+    zr_gemv_p16_body(n / 32, pk, nr, a, y, corr, 0);
+}
+
 /* the packed gemm, GEMV with (pf = 1) or without the software prefetch: two exported entries,
  * the dispatch (quant.c) picks one by CPU vendor */
 T_AVX512 KZ_INL void zr_gemm_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
@@ -271,7 +289,7 @@ T_AVX512 KZ_INL void zr_gemm_p16(int64_t n, const void *pk, int64_t nr, const vo
         return;
     }
     for (int64_t t = 0; t < nt; t++)
-        zr_gemv_p16_body(n / 32, pk, nr, (const uint8_t *)a + (size_t)t * as, y + t * ldy, pf);
+        zr_gemv_p16_body(n / 32, pk, nr, (const uint8_t *)a + (size_t)t * as, y + t * ldy, NULL, pf);
 }
 T_AVX512 void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
                                       float *y, int64_t ldy) {

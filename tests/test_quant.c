@@ -374,7 +374,9 @@ static void test_matmul(void) {
                     float *ref = malloc(sizeof(float) * n_tok * n_out);
                     ref_matmul(t, wq, rb, n_out, x, n_in, n_tok, act, ref);
                     size_t wb = kz_matmul_work_bytes(&W, n_tok);
-                    CHECK(wb == (t == KZ_T_F32 ? 0 : arb * n_tok));
+                    /* one token with Q8_0 activations: + the packed GEMV's per-block terms (64-byte aligned) */
+                    const size_t aux = n_tok == 1 && kz_act_type(t) == KZ_T_Q8_0 ? 64 + (size_t)(n_in / 32) * 4 : 0;
+                    CHECK(wb == (t == KZ_T_F32 ? 0 : arb * n_tok + aux));
                     float *y = malloc(sizeof(float) * ldy * n_tok);
                     void *work = malloc(wb ? wb : 1);
                     for (int pi = -1; pi < 3; pi++) {
@@ -559,6 +561,34 @@ static void test_p16_kernels(void) {
                     n_cases++;
                     free(y);
                 }
+#if defined(__x86_64__)
+                /* the one-token GEMV with the row's per-block terms precomputed (both prefetch
+                 * choices), on the first activation row and on one further in */
+                if (isa == KZ_ISA_AVX512 && fi == n_fn - 1)
+                    for (int t = 0; t < 67; t += 66) {
+                        const kz_p16_gemv gv = kz_p16_gemv_get_isa(isa);
+                        int32_t *aux = malloc(sizeof(int32_t) * (size_t)nb);
+                        float *y = malloc(sizeof(float) * (size_t)(nr + 1));
+                        CHECK(gv.prep && gv.gemv);
+                        if (!gv.prep) { free(aux); free(y); break; }
+                        gv.prep(a + t * ab, n, aux);
+                        void (*const gf[2])(int64_t, const void *, int64_t, const void *, const int32_t *, float *) = {
+                            kz_avx512_gemv_q4_0_p16, kz_avx512_gemv_q4_0_p16_nopf};
+                        for (int k = 0; k < 2; k++) {
+                            for (int r = 0; r <= nr; r++) y[r] = -777.0f;
+                            gf[k](n, pk, nr, a + t * ab, aux, y);
+                            int bad = 0;
+                            for (int r = 0; r < nr; r++) {
+                                const float want = sc->vec_dot(w + r * rb, a + t * ab, n);
+                                bad += memcmp(&want, &y[r], 4) != 0;
+                            }
+                            CHECKF(bad == 0 && y[nr] == -777.0f, "p16 GEMV with precomputed terms (%s) n=%lld rows=%d: %d differ",
+                                   k ? "no prefetch" : "prefetch", (long long)n, nr, bad);
+                            n_cases++;
+                        }
+                        free(aux); free(y);
+                    }
+#endif
                 free(w); free(pk); free(a);
             }
         printf("  packed Q4_0 kernel of level %d: %d (shape, n_tok) cases bit-identical to the scalar vec_dot\n", isa,
