@@ -99,9 +99,8 @@ void kz_add(float *y, const float *x, int n) {
 void kz_exp_row(float *y, const float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        float t[8];
-        for (int l = 0; l < 8; l++) t[l] = kz_exp(x[i + l]);
-        for (int l = 0; l < 8; l++) y[i + l] = t[l];
+        const v8f xv = ld8(x + i), v = kz_exp8(&xv);
+        st8(y + i, &v);
     }
     for (; i < n; i++) y[i] = kz_exp(x[i]);
 }
@@ -109,9 +108,8 @@ void kz_exp_row(float *y, const float *x, int n) {
 KZ_ROW_OP(kz_silu_row, (float *y, const float *x, int n), (y, x, n)) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        float t[8];
-        for (int l = 0; l < 8; l++) t[l] = kz_silu(x[i + l]);
-        for (int l = 0; l < 8; l++) y[i + l] = t[l];
+        const v8f xv = ld8(x + i), v = kz_silu8(&xv);
+        st8(y + i, &v);
     }
     for (; i < n; i++) y[i] = kz_silu(x[i]);
 }
@@ -119,9 +117,8 @@ KZ_ROW_OP(kz_silu_row, (float *y, const float *x, int n), (y, x, n)) {
 KZ_ROW_OP(kz_swiglu, (float *a, const float *b, int n), (a, b, n)) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        float t[8];
-        for (int l = 0; l < 8; l++) t[l] = kz_silu(a[i + l]) * b[i + l];
-        for (int l = 0; l < 8; l++) a[i + l] = t[l];
+        const v8f av = ld8(a + i), v = kz_silu8(&av) * ld8(b + i);
+        st8(a + i, &v);
     }
     for (; i < n; i++) a[i] = kz_silu(a[i]) * b[i];
 }
@@ -129,9 +126,8 @@ KZ_ROW_OP(kz_swiglu, (float *a, const float *b, int n), (a, b, n)) {
 KZ_ROW_OP(kz_mul_sigmoid, (float *o, const float *g, int n), (o, g, n)) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        float t[8];
-        for (int l = 0; l < 8; l++) t[l] = o[i + l] * kz_sigmoid(g[i + l]);
-        for (int l = 0; l < 8; l++) o[i + l] = t[l];
+        const v8f mg = -ld8(g + i), v = ld8(o + i) * (1.0f / (1.0f + kz_exp8(&mg)));
+        st8(o + i, &v);
     }
     for (; i < n; i++) o[i] *= kz_sigmoid(g[i]);
 }
@@ -141,9 +137,8 @@ KZ_ROW_OP(kz_rmsnorm_gated, (float *o, const float *z, const float *w, int n, fl
     /* o = (o * r * w) * silu(z) in one pass */
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        float t[8];
-        for (int l = 0; l < 8; l++) t[l] = o[i + l] * r * w[i + l] * kz_silu(z[i + l]);
-        for (int l = 0; l < 8; l++) o[i + l] = t[l];
+        const v8f zv = ld8(z + i), v = ld8(o + i) * r * ld8(w + i) * kz_silu8(&zv);
+        st8(o + i, &v);
     }
     for (; i < n; i++) o[i] = o[i] * r * w[i] * kz_silu(z[i]);
 }
@@ -159,7 +154,6 @@ void kz_softmax(float *x, int n) {
  * then the lowest position among the lanes holding the overall maximum: the same index as the
  * plain scan "x[i] > best" (first maximum, NaN never wins), without its loop-carried compare
  * and branch per element (a greedy decode step scans the whole vocabulary, 248k logits). */
-typedef int v8i __attribute__((vector_size(32)));
 static inline __attribute__((always_inline)) int argmax_body(const float *x, int n) {
     const float ninf = -INFINITY;
     /* 4 independent (maximum, block) sets: the compare-select chain of one set would bound the

@@ -216,10 +216,10 @@ static long long ulp_diff(float a, float b) {
  * denormals, inf, NaN), a dense sweep of the useful range and the edges of the float range */
 static void test_fast_exp(void) {
     enum { N = 1 << 16 };
-    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float)), *y2 = malloc(N * sizeof(float));
     long long worst = 0;
     float wx = 0;
-    int nan_ok = 1, lanes_ok = 1;
+    int nan_ok = 1, lanes_ok = 1, silu_ok = 1;
     for (int pass = 0; pass < 40; pass++) {
         for (int i = 0; i < N; i++) {
             if (pass % 2) { /* uniform over [-110, 95] */
@@ -238,12 +238,17 @@ static void test_fast_exp(void) {
         }
         kz_exp_row(y, x, N - 3); /* odd length: vector blocks and scalar tail */
         for (int i = N - 3; i < N; i++) y[i] = kz_exp(x[i]);
+        for (int i = 0; i < N; i++) { /* row lanes = the scalar function, bit for bit */
+            const float sc = kz_exp(x[i]);
+            lanes_ok &= memcmp(&sc, &y[i], 4) == 0;
+        }
+        kz_silu_row(y2, x, N - 5); /* and SiLU, which the rows compute through the vector exp */
+        for (int i = 0; i < N - 5; i++) {
+            const float sc = kz_silu(x[i]);
+            silu_ok &= memcmp(&sc, &y2[i], 4) == 0 || (isnan(sc) && isnan(y2[i]));
+        }
         for (int i = 0; i < N; i++) {
             const float ref = (float)exp((double)x[i]);
-            if (i % 61 == 0) { /* array lanes = scalar function, bit for bit */
-                const float sc = kz_exp(x[i]);
-                lanes_ok &= memcmp(&sc, &y[i], 4) == 0;
-            }
             if (isnan(x[i])) { nan_ok &= isnan(y[i]); continue; }
             const long long d = ulp_diff(y[i], ref);
             if (d > worst) { worst = d; wx = x[i]; }
@@ -253,12 +258,13 @@ static void test_fast_exp(void) {
            (float)exp((double)wx));
     CHECK(nan_ok);
     CHECK(lanes_ok);
+    CHECK(silu_ok);
     CHECK(kz_exp(-104.0f) == 0.0f && kz_exp(-1e30f) == 0.0f && kz_exp(-INFINITY) == 0.0f);
     CHECK(isinf(kz_exp(88.7229f)) && isinf(kz_exp(1e30f)) && isinf(kz_exp(INFINITY)));
     CHECK(kz_exp(0.0f) == 1.0f && kz_exp(-0.0f) == 1.0f && isfinite(kz_exp(88.72283f)));
     CHECK(kz_exp(-88.0f) > 0.0f && kz_exp(-88.0f) < 1.17549435e-38f); /* denormal result kept */
     printf("kz_exp: max %lld ulp vs exp() over %d values\n", worst, 40 * N);
-    free(x); free(y);
+    free(x); free(y); free(y2);
 }
 
 /* the row forms on odd lengths against double references, and split rows = whole rows bit for bit */
