@@ -228,7 +228,9 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
          mul3(&tmp, s->attn_scr_per_thread, (size_t)s->nth, 1) && add_to(&n_scr, tmp) &&
          mul3(&tmp, s->attn_max_items, n_rep, hd + 2) && add_to(&n_scr, tmp) &&
          mul3(&tmp, n_scr, sizeof(float), 1);
-    size_t scr_bytes = tmp, mmw = ok ? mm_work_max(m, n_batch) : 0, gdn_bytes = 0;
+    /* a one-token matmul also keeps per-block terms after its row (matmul.c), which a batch of
+     * n_batch rows need not cover when the rows are short: the larger of the two */
+    size_t scr_bytes = tmp, mmw = ok ? maxz(mm_work_max(m, n_batch), mm_work_max(m, 1)) : 0, gdn_bytes = 0;
     if (hp->n_gdn_layers) {
         const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
         s->gdn_scr_per_thread = kz_gdn_chunk_scratch_floats(&sh);
