@@ -49,11 +49,11 @@ KZ_AI512 __m512 ld_row16(int f16, const void *r, int c) {
     return _mm512_loadu_ps((const float *)r + c);
 }
 
-/* lane 0 of each 8-lane half = hsum8 of that half (kz_dot8's tree, exactly) */
-T512 static inline __m512 hsum8_pairs(__m512 a) {
-    a = _mm512_add_ps(a, _mm512_shuffle_f32x4(a, a, _MM_SHUFFLE(2, 3, 0, 1))); /* l + (l+4) */
-    a = _mm512_add_ps(a, _mm512_permute_ps(a, _MM_SHUFFLE(2, 3, 0, 1)));       /* pairs */
-    return _mm512_add_ps(a, _mm512_permute_ps(a, _MM_SHUFFLE(1, 0, 3, 2)));    /* halves */
+/* level 1 of the tree for one head: rows 0, 1 in a, rows 2, 3 in b (8 lanes each); result
+ * 128-bit lane j = row j, element k = lane k + lane k + 4 */
+KZ_AI512 __m512 l1_pair(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 /* scores of 4 key rows (rows[0..3]; repeats fill a short tail, only nrows are written) for the
@@ -86,13 +86,28 @@ KZ_AI512 void dot_rows4(int f16, const void *const *rows, const float *q2, int h
         a3 = _mm512_fmadd_ps(qv, k01, a3);
         b3 = _mm512_fmadd_ps(qv, k23, b3);
     }
-    const __m512 a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
-    for (int r = 0; r < 4; r++) {
-        float t[32];
-        _mm512_storeu_ps(t, hsum8_pairs(a[r]));
-        _mm512_storeu_ps(t + 16, hsum8_pairs(b[r]));
-        for (int j = 0; j < nrows; j++) out[(size_t)r * ldo + j] = t[8 * j] * scale;
-    }
+    /* The 16 sums (4 rows x 4 heads) by kz_dot8's tree in three levels across registers, each
+     * two-source shuffle serving two of them: level 1 pairs lanes l and l + 4 of one row, level 2
+     * the results 0 + 1 and 2 + 3, level 3 the two halves; IEEE addition commutes, so every
+     * sum is ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)) bit for bit. A row's 8 lanes are a 256-bit half
+     * of a (rows 0, 1) or b (rows 2, 3). */
+    const __m512 s0 = l1_pair(a0, b0), s1 = l1_pair(a1, b1), s2 = l1_pair(a2, b2), s3 = l1_pair(a3, b3);
+    /* s_r: 128-bit lane j = row j, element k = lanes k + (k + 4) of head r */
+    const __m512 u01 = _mm512_add_ps(_mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm512_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 u23 = _mm512_add_ps(_mm512_shuffle_ps(s2, s3, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm512_shuffle_ps(s2, s3, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* u: per row [h0: 0+1, h0: 2+3, h1: 0+1, h1: 2+3] (heads 0, 1 / 2, 3) */
+    const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* t: 128-bit lane j = row j, element r = head r; transposed so that lane r holds head r */
+    const __m512 o = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                                           _mm512_mul_ps(t, _mm512_set1_ps(scale)));
+    const __mmask8 m = (__mmask8)((1u << nrows) - 1u);
+    _mm_mask_storeu_ps(out, m, _mm512_castps512_ps128(o));
+    _mm_mask_storeu_ps(out + ldo, m, _mm512_extractf32x4_ps(o, 1));
+    _mm_mask_storeu_ps(out + 2 * ldo, m, _mm512_extractf32x4_ps(o, 2));
+    _mm_mask_storeu_ps(out + 3 * ldo, m, _mm512_extractf32x4_ps(o, 3));
 }
 
 /* acc_r[c..c+32) += sum_j w_r[j] v_j[c..c+32) for the 4 heads, j in order: 8 accumulators */
