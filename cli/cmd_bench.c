@@ -2,7 +2,7 @@
  * token, and the achieved decode bandwidth as a share of the machine's measured read bandwidth.
  *
  * Method. One context with n_ctx = p + n (+ slack); every run starts from a reset sequence.
- * Prefill: p random token ids in one kz_eval (split into n_batch chunks inside), logits of the
+ * Prefill: p random token ids in one kz_eval_last (split into n_batch chunks inside), logits of the
  * last token only. Decode: n single-token kz_evals right after the prefill (depth p), each
  * feeding back the argmax of the previous logits (or a random id with --decode random).
  * Warm-up runs are not counted. tok/s per run; median, min, max and stddev over the runs.
@@ -334,7 +334,6 @@ int cmd_bench(int argc, char **argv) {
 
     const int nv = kz_model_n_vocab(m);
     int32_t *toks = malloc((size_t)(p > 0 ? p : 1) * sizeof *toks);
-    float *logits = malloc((size_t)nv * sizeof *logits);
     double *pp = calloc((size_t)runs, sizeof *pp), *tg = calloc((size_t)runs, sizeof *tg);
     double *eff = NULL, *effm = NULL, *isamp = NULL; /* per-run decode efficiency (%) vs the samples' median
                                                         * and mean, interleaved bw samples */
@@ -342,7 +341,7 @@ int cmd_bench(int argc, char **argv) {
     kz_membw *bws = NULL;
     const char *samp_loads = ""; /* read build of the interleaved samples */
     int rc = 0;
-    if (!toks || !logits || !pp || !tg) { fprintf(stderr, "kazeia bench: out of memory\n"); rc = 1; goto done; }
+    if (!toks || !pp || !tg) { fprintf(stderr, "kazeia bench: out of memory\n"); rc = 1; goto done; }
     uint64_t rs = (uint64_t)seed;
     for (long i = 0; i < p; i++) toks[i] = (int32_t)(rng_next(&rs) % (uint64_t)nv);
 
@@ -377,8 +376,8 @@ int cmd_bench(int argc, char **argv) {
         int32_t tok = (int32_t)(rng_next(&drs) % (uint64_t)nv);
         double t0 = kz_bench_now();
         if (p > 0) {
-            if (kz_eval(c, toks, (int)p, logits, 0)) { rc = 1; break; }
-            if (greedy) tok = kz_argmax(logits, nv);
+            if (kz_eval_last(c, toks, (int)p)) { rc = 1; break; }
+            if (greedy) tok = kz_argmax(kz_logits(c), nv);
         }
         double t1 = kz_bench_now();
         if (profile) {
@@ -394,8 +393,9 @@ int cmd_bench(int argc, char **argv) {
             seg_t0 = kz_bench_now();
         }
         for (long i = 0; i < n; i++) {
-            if (kz_eval(c, &tok, 1, logits, 0)) { rc = 1; break; }
-            tok = greedy ? kz_argmax(logits, nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
+            /* the logits stay in the context (kz_eval_last): no 1 MB copy per token */
+            if (kz_eval_last(c, &tok, 1)) { rc = 1; break; }
+            tok = greedy ? kz_argmax(kz_logits(c), nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
             if (bws && (++seg_n == membw_every || i == n - 1)) {
                 const double seg = kz_bench_now() - seg_t0;
                 const double g = kz_membw_pass(bws, err, sizeof err);
@@ -580,7 +580,6 @@ done:
     free(effm);
     free(isamp);
     free(toks);
-    free(logits);
     free(pp);
     free(tg);
     kz_context_free(c);

@@ -85,6 +85,13 @@ const char *kz_context_error(const kz_context *c); /* last error message, "" if 
  * Appends n tokens to the sequence. If logits != NULL: want_all ? n x n_vocab floats
  * (one row per token) : n_vocab floats for the last token. Returns 0 or -1 (see error). */
 int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want_all);
+/* The same, keeping the last token's logits in the context only (no copy): read them with
+ * kz_logits. */
+int kz_eval_last(kz_context *c, const int32_t *tokens, int n);
+/* The context's logits of the last evaluated token (n_vocab floats), or NULL when there are none
+ * (nothing evaluated yet, a reset, an eval without logits, an error). Owned by the context;
+ * valid until its next eval, generate, state load or reset. */
+const float *kz_logits(const kz_context *c);
 
 /* ---- prompt state ----
  * Everything the context has evaluated (token history, KV rows, Gated DeltaNet conv and

@@ -275,14 +275,14 @@ static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, 
     return -1;
 }
 
-int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want_all) {
-    if (!c) return -1;
+/* the checks kz_eval and kz_eval_last share; 0 when the tokens can go in */
+static int eval_check(kz_context *c, const char *fn, const int32_t *tokens, int n) {
     c->err[0] = 0;
-    if (n < 1 || !tokens) { set_err(c, "kz_eval: need at least one token (got %d)", n); return -1; }
+    if (n < 1 || !tokens) { set_err(c, "%s: need at least one token (got %d)", fn, n); return -1; }
     for (int i = 0; i < n; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->n_vocab) {
-            set_err(c, "kz_eval: token %d at position %d is outside the vocabulary (0..%d)",
-                    tokens[i], i, c->n_vocab - 1);
+            set_err(c, "%s: token %d at position %d is outside the vocabulary (0..%d)", fn, tokens[i], i,
+                    c->n_vocab - 1);
             return -1;
         }
     }
@@ -290,6 +290,12 @@ int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want
         set_err(c, "context full: %d tokens in the sequence + %d new > n_ctx %d", c->n_hist, n, c->n_ctx);
         return -1;
     }
+    return 0;
+}
+
+int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want_all) {
+    if (!c) return -1;
+    if (eval_check(c, "kz_eval", tokens, n) != 0) return -1;
     if (eval_chunk(c, tokens, n, logits, want_all) != 0) return -1;
     /* remember the last logits so a following kz_generate can continue from here */
     if (logits) {
@@ -301,6 +307,18 @@ int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want
     }
     return 0;
 }
+
+int kz_eval_last(kz_context *c, const int32_t *tokens, int n) {
+    if (!c) return -1;
+    if (eval_check(c, "kz_eval_last", tokens, n) != 0) return -1;
+    /* the LM head writes straight into the context's row: no copy (kz_eval's costs a pass over
+     * n_vocab floats per token, ~1 MB for Qwen3.5's vocabulary) */
+    if (eval_chunk(c, tokens, n, c->logits, 0) != 0) return -1;
+    c->logits_valid = 1;
+    return 0;
+}
+
+const float *kz_logits(const kz_context *c) { return c && c->logits_valid && c->n_hist > 0 ? c->logits : NULL; }
 
 /* ---- prompt state ---- */
 

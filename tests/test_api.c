@@ -129,6 +129,26 @@ static void test_greedy(kz_model *m, const char *arch) {
         if (ok) ok = kz_eval(r, &h1[i], 1, lg, 0) == 0;
     }
     CHECKF(ok, "%s: generated tokens are not the greedy chain", arch);
+    /* kz_eval_last keeps the same logits in the context (kz_logits), bit for bit, and
+     * kz_logits is NULL when there are none */
+    {
+        kz_context *q = new_ctx(m, 256, 0.0f, 1, 0);
+        CHECK(kz_logits(q) == NULL);
+        float *l2 = malloc((size_t)V * sizeof *l2);
+        int same = kz_eval_last(q, h1, n1) == 0 && kz_logits(q) != NULL;
+        kz_context *q2 = new_ctx(m, 256, 0.0f, 1, 0);
+        same &= kz_eval(q2, h1, n1, l2, 0) == 0;
+        same &= kz_logits(q) && memcmp(kz_logits(q), l2, (size_t)V * sizeof *l2) == 0;
+        same &= kz_logits(q2) && memcmp(kz_logits(q2), l2, (size_t)V * sizeof *l2) == 0;
+        CHECKF(same, "%s: kz_eval_last / kz_logits differ from kz_eval", arch);
+        CHECK(kz_eval(q2, h1, 1, NULL, 0) == 0 && kz_logits(q2) == NULL); /* an eval without logits */
+        CHECK(kz_eval_last(q, h1, 0) == -1 && kz_logits(q) != NULL);     /* refused: nothing changed */
+        kz_context_reset(q);
+        CHECK(kz_logits(q) == NULL);
+        free(l2);
+        kz_context_free(q);
+        kz_context_free(q2);
+    }
 
     /* streamed text == bytes of the generated non-control tokens (when they form valid UTF-8) */
     static char bytes[16384];
