@@ -3,7 +3,7 @@
  *
  * Method. One context with n_ctx = p + n (+ slack); every run starts from a reset sequence.
  * Prefill: p random token ids in one kz_eval_last (split into n_batch chunks inside), logits of the
- * last token only. Decode: n single-token kz_evals right after the prefill (depth p), each
+ * last token only. Decode: n single-token kz_eval_lasts right after the prefill (depth p), each
  * feeding back the argmax of the previous logits (or a random id with --decode random).
  * Warm-up runs are not counted. tok/s per run; median, min, max and stddev over the runs.
  *

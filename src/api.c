@@ -330,14 +330,10 @@ size_t kz_state_size(kz_context *c) {
     return n;
 }
 
-static const float *saved_logits(const kz_context *c) {
-    return c->logits_valid && c->n_hist > 0 ? c->logits : NULL;
-}
-
 size_t kz_state_save(kz_context *c, void *buf, size_t len) {
     if (!c) return 0;
     c->err[0] = 0;
-    return kz_state_image_write(c->m, c->seq, c->hist, saved_logits(c), 1, buf, len, NULL, c->err, sizeof c->err);
+    return kz_state_image_write(c->m, c->seq, c->hist, kz_logits(c), 1, buf, len, NULL, c->err, sizeof c->err);
 }
 
 int kz_state_save_file(kz_context *c, const char *path) {
@@ -347,7 +343,7 @@ int kz_state_save_file(kz_context *c, const char *path) {
     FILE *f = fopen(path, "wb");
     if (!f) { set_err(c, "%s: cannot create the state file: %s", path, strerror(errno)); return -1; }
     char e[384];
-    size_t n = kz_state_image_write(c->m, c->seq, c->hist, saved_logits(c), 1, NULL, 0, f, e, sizeof e);
+    size_t n = kz_state_image_write(c->m, c->seq, c->hist, kz_logits(c), 1, NULL, 0, f, e, sizeof e);
     int bad = fclose(f) != 0;
     if (!n || bad) {
         set_err(c, "%s: %s", path, n ? "cannot write the state file (disk full?)" : e);

@@ -57,7 +57,6 @@ typedef struct {
     int32_t *aux;            /* one token: the activation row's per-block terms for gv, or NULL */
     int32_t *aux_room;       /* converting matrix, one token: where its row's terms go */
     int aux_need;            /* converting matrix: a packed matrix reads its terms */
-    int conv;                /* index of the matrix that converts this one's X, -1: itself */
     int64_t rb;              /* prefill row block */
 } mm_task;
 
@@ -272,10 +271,11 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
             t->act_rb = (size_t)wi->n_in * sizeof(float);
         } else {
             t->act_rb = kz_act_row_bytes(wi->type, wi->n_in);
-            /* an earlier matrix with the same activation type already converts X */
+            /* an earlier matrix with the same activation type already converts X: the first one
+             * sharing it (sharing is an equivalence, so that one converts) */
             int conv = -1;
             for (int j = 0; j < mt.n && conv < 0; j++)
-                if (shares_act(mt.t[j].w, wi)) conv = mt.t[j].n_chunk ? j : mt.t[j].conv;
+                if (shares_act(mt.t[j].w, wi)) conv = j;
             if (conv >= 0) {
                 t->act = mt.t[conv].act;
             } else {
@@ -286,7 +286,6 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
                     t->aux_room = (int32_t *)(((uintptr_t)(wp + (size_t)n_tok * t->act_rb) + 63) & ~(uintptr_t)63);
                 wp += kz_matmul_work_bytes(wi, n_tok);
             }
-            t->conv = conv;
             if (gv.gemv && t->p16) { /* the packed GEMV reads the terms of the converted row */
                 mm_task *c = conv >= 0 ? &mt.t[conv] : t;
                 c->aux_need = 1;

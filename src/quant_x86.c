@@ -370,8 +370,9 @@ T_AVX2 size_t kz_avx2_quant_q8_0(const float *x, void *dst, int64_t n) {
  * second), then round(t) as trunc(t + copysign(0.49999997, t)) - equal to roundf for every
  * |t| <= 128 (checked over all such floats), and t = x / d stays within that - clamped to
  * +-127 in float (an infinite id from a subnormal scale gives +-inf), NaN lanes zeroed by mask.
- * About 4x the AVX2 version's speed: the decode step converts every matmul input on the
- * calling thread (9216 floats per FFN down projection of the 4B) while the others wait. */
+ * About twice the AVX2 version's speed (9216 floats: 3.0-3.6 us against 5.9-6.3): the decode
+ * step converts every matmul input on the calling thread (9216 floats per FFN down projection
+ * of the 4B) while the others wait. */
 T_AVX512 size_t kz_avx512_quant_q8_0(const float *x, void *dst, int64_t n) {
     uint8_t *b = dst;
     const __m512 half = _mm512_set1_ps(0.49999997f), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
