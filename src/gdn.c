@@ -181,24 +181,62 @@ void kz_gdn_gates(int n, const float *b, const float *a, const float *dt_bias, c
 }
 
 
-/* row = decay*row + d*k, returns dot(row, q) */
-KZ_AINL float update_dot8(float *restrict row, const float *restrict k, const float *restrict q, float decay,
-                                float d, int n) {
-    float acc[8] = {0};
+/* ---------------- the decode step (recurrent form) ----------------
+ * Per value head j and token, for each row r of M (column r of S, dk floats):
+ *     kv = decay * dot(row, k);  d = beta * (v[r] - kv)
+ *     row[i] = fma(row[i], decay, d * k[i]);  out[r] = dot(row, q)   (the updated row)
+ * where dot is 16 lane sums of fused multiply-adds (lane i % 16, i in order) reduced by
+ * hsum16, then the tail (dk % 16 elements) fused into the sum in order. Every ISA level
+ * computes exactly this (one rounding per fma, as fmaf), so they agree bit for bit; 16 lanes
+ * and fused steps are what one AVX-512 register, two AVX2 or four NEON registers do per
+ * instruction. The state (48 MiB on the 4B) is read and written once per token, row by row. */
+
+/* the 16 lane sums reduced: h[l] = a[l] + a[l + 8], then kz_dot8's tree over h */
+static inline float hsum16(const float *a) {
+    float h[8];
+    for (int l = 0; l < 8; l++) h[l] = a[l] + a[l + 8];
+    return ((h[0] + h[4]) + (h[1] + h[5])) + ((h[2] + h[6]) + (h[3] + h[7]));
+}
+
+static float dot16(const float *a, const float *b, int n) {
+    float acc[16] = {0};
     int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) {
-            const float r = row[i + l] * decay + d * k[i + l];
-            row[i + l] = r;
-            acc[l] += r * q[i + l];
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] = fmaf(a[i + l], b[i + l], acc[l]);
+    float s = hsum16(acc);
+    for (; i < n; i++) s = fmaf(a[i], b[i], s);
+    return s;
+}
+
+/* row = fma(row, decay, d * k), returns dot16(row, q) of the new row */
+static float update_dot16(float *restrict row, const float *restrict k, const float *restrict q, float decay,
+                          float d, int n) {
+    float acc[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) {
+            const float x = fmaf(row[i + l], decay, d * k[i + l]);
+            row[i + l] = x;
+            acc[l] = fmaf(x, q[i + l], acc[l]);
         }
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    float s = hsum16(acc);
     for (; i < n; i++) {
-        const float r = row[i] * decay + d * k[i];
-        row[i] = r;
-        s += r * q[i];
+        const float x = fmaf(row[i], decay, d * k[i]);
+        row[i] = x;
+        s = fmaf(x, q[i], s);
     }
     return s;
+}
+
+/* one head, the reference: row at a time */
+static void head_plain(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt, float *ot,
+                       float decay, float bt) {
+    for (int r = 0; r < dv; r++) {
+        float *row = M + (size_t)r * dk;
+        const float kv = decay * dot16(row, kt, dk);
+        const float d = bt * (vt[r] - kv);
+        ot[r] = update_dot16(row, kt, qt, decay, d, dk);
+    }
 }
 
 /* software prefetch of the state KZ_GDN_PF rows ahead (4 KiB at dk = 128; 0 = off): the
@@ -209,87 +247,145 @@ KZ_AINL float update_dot8(float *restrict row, const float *restrict k, const fl
 #define KZ_GDN_PF 8
 #endif
 
-/* One head's dv rows (dk % 8 == 0), per row exactly kz_dot8 then update_dot8 (same lane
- * operations and reductions), software-pipelined: row r's update + read-out runs in the same
- * loop as row r + 1's dot, so two add chains are in flight instead of one. Row at a time, each
- * 8-lane add waited for the previous one (16 in a chain per pass): the decode step's GDN core
- * sat on add latency. Rows of several heads interleaved were measured slower on cold state:
- * the state is streamed once per token, and the hardware prefetcher wants one ascending
- * stream, which this keeps (row r is in L1, row r + 1 is the next 512 bytes). */
-KZ_AINL void gdn_head_pipe(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt, float *ot,
-                           float decay, float bt) {
-    v8f a = {0};
-    for (int i = 0; i < dk; i += 8) a += ld8(M + i) * ld8(kt + i);
+/* The SIMD heads (dk % 16 == 0) are software-pipelined: row r's update + read-out runs in the
+ * same loop as row r + 1's dot (of its old values), so two sum chains are in flight; on the
+ * last row the second dot is a throw-away of the row itself (in L1). One ascending stream per
+ * head, which the hardware prefetcher and the prefetch ahead of the current row follow. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define T_GDN512 __attribute__((target("avx512f,avx2,fma")))
+#define T_GDN256 __attribute__((target("avx2,fma")))
+
+T_GDN256 static inline float hsum8_256(__m256 h) { /* kz_dot8's tree over the 8 lanes of h */
+    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)); /* h[l] + h[l+4] */
+    const __m128 u = _mm_add_ps(t, _mm_movehdup_ps(t));                                   /* t0+t1, t2+t3 */
+    return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehl_ps(u, u)));
+}
+
+T_GDN512 static inline float hsum16_512(__m512 a) {
+    const __m256 lo = _mm512_castps512_ps256(a), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+    return hsum8_256(_mm256_add_ps(lo, hi));
+}
+
+T_GDN512 static void head_avx512(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt,
+                                 float *ot, float decay, float bt) {
+    __m512 a = _mm512_setzero_ps();
+    for (int i = 0; i < dk; i += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(M + i), _mm512_loadu_ps(kt + i), a);
+    const __m512 dec = _mm512_set1_ps(decay);
     for (int r = 0; r < dv; r++) {
         float *row = M + (size_t)r * dk;
-        const float kv = decay * hsum8(&a);
-        const float d = bt * (vt[r] - kv);
-        /* the next row's dot; on the last row a throw-away dot of this row (in L1) */
+        const float kv = decay * hsum16_512(a);
+        const __m512 d = _mm512_set1_ps(bt * (vt[r] - kv));
         const float *nx = r + 1 < dv ? row + dk : row;
-        v8f b = {0};
-        a = (v8f){0};
-        for (int i = 0; i < dk; i += 8) {
+        __m512 b = _mm512_setzero_ps();
+        a = _mm512_setzero_ps();
+        for (int i = 0; i < dk; i += 16) {
 #if KZ_GDN_PF
             /* one per 64-byte line; past the last row it touches the next head (never faults) */
-            if (i % 16 == 0) __builtin_prefetch(row + (size_t)KZ_GDN_PF * dk + i, 0, 3);
+            _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF * dk + i), _MM_HINT_T0);
 #endif
-            const v8f k8 = ld8(kt + i);
-            const v8f x = ld8(row + i) * decay + d * k8;
-            st8(row + i, &x);
-            b += x * ld8(qt + i);
-            a += ld8(nx + i) * k8;
+            const __m512 k = _mm512_loadu_ps(kt + i);
+            const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(row + i), dec, _mm512_mul_ps(d, k));
+            _mm512_storeu_ps(row + i, x);
+            b = _mm512_fmadd_ps(x, _mm512_loadu_ps(qt + i), b);
+            a = _mm512_fmadd_ps(_mm512_loadu_ps(nx + i), k, a);
         }
-        ot[r] = hsum8(&b);
+        ot[r] = hsum16_512(b);
     }
 }
 
-KZ_AINL void gdn_recurrent_body(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
-                      size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
-                      float *out, size_t ld_out, int h0, int h1) {
-    const int dk = sh->dk, dv = sh->dv, hk = sh->n_k_heads;
-    for (int j = h0; j < h1; j++) {
-        float *M = state + (size_t)j * dv * dk;
-        const int ik = j % hk; /* tiled pairing of GGUF value heads with key heads */
-        for (int t = 0; t < T; t++) {
-            const float *qt = q + (size_t)t * ld_in + (size_t)ik * dk;
-            const float *kt = k + (size_t)t * ld_in + (size_t)ik * dk;
-            const float *vt = v + (size_t)t * ld_in + (size_t)j * dv;
-            float *ot = out + (size_t)t * ld_out + (size_t)j * dv;
-            const float decay = kz_exp(g[(size_t)t * ld_gb + j]);
-            const float bt = beta[(size_t)t * ld_gb + j];
-            if (dk % 8 == 0) {
-                gdn_head_pipe(M, dk, dv, kt, qt, vt, ot, decay, bt);
-                continue;
-            }
-            for (int r = 0; r < dv; r++) {
-                /* row r of M is column r of S: (decay S)^T k = decay (S^T k), then the
-                 * decayed rank-1 update and the read-out S^T q in one pass */
-                float *row = M + (size_t)r * dk;
-                const float kv = decay * kz_dot8(row, kt, dk);
-                const float d = bt * (vt[r] - kv);
-                ot[r] = update_dot8(row, kt, qt, decay, d, dk);
-            }
+/* the 16 lanes as two registers: lo = lanes 0-7, hi = lanes 8-15 */
+T_GDN256 static void head_avx2(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt,
+                               float *ot, float decay, float bt) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    for (int i = 0; i < dk; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(M + i), _mm256_loadu_ps(kt + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(M + i + 8), _mm256_loadu_ps(kt + i + 8), a1);
+    }
+    const __m256 dec = _mm256_set1_ps(decay);
+    for (int r = 0; r < dv; r++) {
+        float *row = M + (size_t)r * dk;
+        const float kv = decay * hsum8_256(_mm256_add_ps(a0, a1));
+        const __m256 d = _mm256_set1_ps(bt * (vt[r] - kv));
+        const float *nx = r + 1 < dv ? row + dk : row;
+        __m256 b0 = _mm256_setzero_ps(), b1 = b0;
+        a0 = a1 = _mm256_setzero_ps();
+        for (int i = 0; i < dk; i += 16) {
+#if KZ_GDN_PF
+            _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF * dk + i), _MM_HINT_T0);
+#endif
+            const __m256 k0 = _mm256_loadu_ps(kt + i), k1 = _mm256_loadu_ps(kt + i + 8);
+            const __m256 x0 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i), dec, _mm256_mul_ps(d, k0));
+            const __m256 x1 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i + 8), dec, _mm256_mul_ps(d, k1));
+            _mm256_storeu_ps(row + i, x0);
+            _mm256_storeu_ps(row + i + 8, x1);
+            b0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(qt + i), b0);
+            b1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(qt + i + 8), b1);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(nx + i), k0, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(nx + i + 8), k1, a1);
         }
+        ot[r] = hsum8_256(_mm256_add_ps(b0, b1));
     }
 }
+#endif
 
-/* The decode step from one body, twice: at the build's flags (SSE2 / NEON) and, on x86-64, with
- * AVX2 so each 8-lane loop is one ymm (half the instructions for the 48 MiB of state a 4B token
- * reads and writes). No FMA in either (ISO C mode contracts nothing, and "avx2" alone has none):
- * every lane does the same multiplies and adds in the same order, so both give the same bits;
- * chosen from the active ISA level (cpu.c), like sgemm. */
-static void gdn_recurrent_plain(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
-                      size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
-                      float *out, size_t ld_out, int h0, int h1) {
-    gdn_recurrent_body(sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
+#if defined(__aarch64__)
+#include <arm_neon.h>
+/* the 16 lanes as four registers q0..q3 (lanes 0-3, ..., 12-15): h = [q0 + q2 | q1 + q3] */
+static inline float hsum16_neon(float32x4_t q0, float32x4_t q1, float32x4_t q2, float32x4_t q3) {
+    const float32x4_t t = vaddq_f32(vaddq_f32(q0, q2), vaddq_f32(q1, q3)); /* h[l] + h[l+4] */
+    const float32x2_t u = vpadd_f32(vget_low_f32(t), vget_high_f32(t));   /* t0+t1, t2+t3 */
+    return vget_lane_f32(u, 0) + vget_lane_f32(u, 1);
 }
+
+static void head_neon(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt, float *ot,
+                      float decay, float bt) {
+    float32x4_t a[4];
+    for (int l = 0; l < 4; l++) a[l] = vdupq_n_f32(0.0f);
+    for (int i = 0; i < dk; i += 16)
+        for (int l = 0; l < 4; l++) a[l] = vfmaq_f32(a[l], vld1q_f32(M + i + 4 * l), vld1q_f32(kt + i + 4 * l));
+    const float32x4_t dec = vdupq_n_f32(decay);
+    for (int r = 0; r < dv; r++) {
+        float *row = M + (size_t)r * dk;
+        const float kv = decay * hsum16_neon(a[0], a[1], a[2], a[3]);
+        const float32x4_t d = vdupq_n_f32(bt * (vt[r] - kv));
+        const float *nx = r + 1 < dv ? row + dk : row;
+        float32x4_t b[4];
+        for (int l = 0; l < 4; l++) b[l] = a[l] = vdupq_n_f32(0.0f);
+        for (int i = 0; i < dk; i += 16) {
+#if KZ_GDN_PF
+            __builtin_prefetch(row + (size_t)KZ_GDN_PF * dk + i, 0, 3);
+#endif
+            for (int l = 0; l < 4; l++) {
+                const float32x4_t k = vld1q_f32(kt + i + 4 * l);
+                /* vfmaq_f32(c, a, b) = c + a * b, rounded once */
+                const float32x4_t x = vfmaq_f32(vmulq_f32(d, k), vld1q_f32(row + i + 4 * l), dec);
+                vst1q_f32(row + i + 4 * l, x);
+                b[l] = vfmaq_f32(b[l], x, vld1q_f32(qt + i + 4 * l));
+                a[l] = vfmaq_f32(a[l], vld1q_f32(nx + i + 4 * l), k);
+            }
+        }
+        ot[r] = hsum16_neon(b[0], b[1], b[2], b[3]);
+    }
+}
+#endif
+
+typedef void (*head_fn)(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt, float *ot,
+                        float decay, float bt);
+
+/* the level's head kernel for this dk (SIMD ones need whole 16-lane blocks) */
+static head_fn head_for(int isa, int dk) {
+    (void)isa;
+    if (dk % 16) return head_plain;
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void gdn_recurrent_avx2(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
-                      size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
-                      float *out, size_t ld_out, int h0, int h1) {
-    gdn_recurrent_body(sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
-}
+    if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512)) return head_avx512;
+    if (kz_isa_has_avx2((kz_isa)isa) && kz_isa_available(KZ_ISA_AVX2)) return head_avx2;
 #endif
+#if defined(__aarch64__)
+    if (isa != KZ_ISA_SCALAR) return head_neon;
+#endif
+    return head_plain;
+}
 
 void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
                       size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
@@ -300,12 +396,14 @@ void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float
 void kz_gdn_recurrent_isa(int isa, const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
                           size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
                           float *out, size_t ld_out, int h0, int h1) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (kz_isa_has_avx2((kz_isa)isa) && kz_isa_available(KZ_ISA_AVX2)) {
-        gdn_recurrent_avx2(sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
-        return;
+    const int dk = sh->dk, dv = sh->dv, hk = sh->n_k_heads;
+    const head_fn head = head_for(isa, dk);
+    for (int j = h0; j < h1; j++) {
+        float *M = state + (size_t)j * dv * dk;
+        const int ik = j % hk; /* tiled pairing of GGUF value heads with key heads */
+        for (int t = 0; t < T; t++)
+            head(M, dk, dv, k + (size_t)t * ld_in + (size_t)ik * dk, q + (size_t)t * ld_in + (size_t)ik * dk,
+                 v + (size_t)t * ld_in + (size_t)j * dv, out + (size_t)t * ld_out + (size_t)j * dv,
+                 kz_exp(g[(size_t)t * ld_gb + j]), beta[(size_t)t * ld_gb + j]);
     }
-#endif
-    (void)isa;
-    gdn_recurrent_plain(sh, T, q, k, v, ld_in, g, beta, ld_gb, state, out, ld_out, h0, h1);
 }

@@ -38,8 +38,8 @@ void kz_gdn_gates(int n, const float *b, const float *a, const float *dt_bias, c
 void kz_gdn_recurrent(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
                       size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
                       float *out, size_t ld_out, int h0, int h1);
-/* the same at a given ISA level (a kz_isa; tests): AVX2 / AVX-512 run an AVX2 build of the
- * same code, bit-identical to the others */
+/* the same at a given ISA level (a kz_isa; tests): every level (plain C with fmaf, AVX2 + FMA,
+ * AVX-512, NEON) computes the same fused 16-lane sums (gdn.c), bit-identical to the others */
 void kz_gdn_recurrent_isa(int isa, const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
                           size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
                           float *out, size_t ld_out, int h0, int h1);

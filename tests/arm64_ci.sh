@@ -10,7 +10,8 @@
 #   - test_simd on `-cpu max` (every level vs scalar, greedy tokens across levels) and on
 #     cortex-a76 (dotprod, no i8mm) and cortex-a53 (plain NEON), so feature detection and the
 #     refusal of a level the CPU lacks are exercised too;
-#   - test_ops on `-cpu max` (the NEON build of the float row ops and decode kernels).
+#   - test_ops on `-cpu max` (the NEON build of the float row ops and decode kernels), and
+#     test_gdn_chunk (the GDN decode step of every level = the plain one, bit for bit).
 # Installs the Debian cross toolchain and qemu-user when missing. Prints
 # 'arm64: N passed, N failed' and exits non-zero on any failure. About 2-3 minutes.
 #   KZ_ARM64_JOBS=N   make -j (default 2)
@@ -39,7 +40,7 @@ fi
 QTESTS=$(for f in tests/test_quant*.c; do b=$(basename "$f" .c); printf '%s ' "$BUILD/$b"; done)
 echo "arm64_ci: cross-building into $BUILD/"
 if ! make -s CC=aarch64-linux-gnu-gcc BUILD="$BUILD" -j"$JOBS" \
-      "$BUILD/libkazeia.a" $QTESTS "$BUILD/test_simd" "$BUILD/test_repack" "$BUILD/test_ops" >/tmp/kz-arm64-build.log 2>&1; then
+      "$BUILD/libkazeia.a" $QTESTS "$BUILD/test_simd" "$BUILD/test_repack" "$BUILD/test_ops" "$BUILD/test_gdn_chunk" >/tmp/kz-arm64-build.log 2>&1; then
   tail -30 /tmp/kz-arm64-build.log
   echo "arm64_ci: cross build failed (log: /tmp/kz-arm64-build.log)"
   echo "arm64: 0 passed, 1 failed"
@@ -85,6 +86,8 @@ run test_simd-max max KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 # the float row ops and decode kernels in their NEON build: GDN conv decode = prefill (the
 # shuffled K = 4 path), attention groups = per-head form, exp, norms
 run test_ops-max max -- "$BUILD/test_ops"
+# the GDN decode step of every NEON level = the plain one bit for bit; chunkwise vs recurrent
+run test_gdn_chunk-max max -- "$BUILD/test_gdn_chunk"
 run test_simd-cortex-a76 cortex-a76 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 run test_simd-cortex-a53 cortex-a53 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 # the levels each emulated CPU must have reported (detection must not over- or under-claim)

@@ -236,15 +236,15 @@ static void check_sgemm(int isa) {
     printf("sgemm %s: worst rel error %.2e\n", kz_isa_name((kz_isa)isa), worst);
 }
 
-/* the AVX2 build of the recurrent step equals the plain one bit for bit (outputs and state) */
-static void check_rec_isa(int Hk, int Hv, int dk, int dv, int T, int decay) {
-    if (!kz_isa_available(KZ_ISA_AVX2)) return;
+/* every SIMD build of the recurrent step equals the plain one bit for bit (outputs and state) */
+static void check_rec_isa_one(int level, int Hk, int Hv, int dk, int dv, int T, int decay) {
+    if (!kz_isa_available((kz_isa)level)) return;
     gdn_case c;
     make_case(&c, Hk, Hv, dk, dv, T, decay);
     kz_gdn_shape sh = {Hk, Hv, dk, dv};
     const size_t kd = (size_t)Hk * dk, ns = (size_t)Hv * dv * dk, no = (size_t)T * Hv * dv;
     float *M[2], *o[2];
-    const int isa[2] = {KZ_ISA_SCALAR, KZ_ISA_AVX2};
+    const int isa[2] = {KZ_ISA_SCALAR, level};
     for (int i = 0; i < 2; i++) {
         M[i] = malloc(ns * sizeof(float));
         o[i] = malloc(no * sizeof(float));
@@ -253,9 +253,13 @@ static void check_rec_isa(int Hk, int Hv, int dk, int dv, int T, int decay) {
                              (size_t)Hv * dv, 0, Hv);
     }
     CHECKF(!memcmp(M[0], M[1], ns * sizeof(float)) && !memcmp(o[0], o[1], no * sizeof(float)),
-           "recurrent step avx2 != plain (Hk %d Hv %d dk %d dv %d T %d)", Hk, Hv, dk, dv, T);
+           "recurrent step %s != plain (Hk %d Hv %d dk %d dv %d T %d)", kz_isa_name((kz_isa)level), Hk, Hv, dk, dv,
+           T);
     for (int i = 0; i < 2; i++) { free(M[i]); free(o[i]); }
     free_case(&c);
+}
+static void check_rec_isa(int Hk, int Hv, int dk, int dv, int T, int decay) {
+    for (int level = KZ_ISA_AVX2; level < KZ_ISA_COUNT; level++) check_rec_isa_one(level, Hk, Hv, dk, dv, T, decay);
 }
 
 int main(int argc, char **argv) {
@@ -273,6 +277,7 @@ int main(int argc, char **argv) {
     check_rec_isa(1, 2, 128, 128, 1, 2);
     check_rec_isa(2, 6, 32, 32, 9, 0);
     check_rec_isa(2, 4, 13, 7, 5, 1); /* lengths with scalar tails */
+    check_rec_isa(1, 3, 48, 20, 4, 2); /* 16-lane blocks, dk not a power of two */
     check_case(2, 4, 13, 7, 70, 1);
     printf("worst chunk vs recurrent: output %.2e, state %.2e\n", worst_out, worst_state);
     const kz_isa act = kz_isa_active();

@@ -402,9 +402,16 @@ static void test_gdn_conv_wide(void) {
     free(x); free(y); free(y1); free(w); free(st0); free(st); free(st1); free(r);
 }
 
-/* The row-at-a-time decode step in float, as the engine's recurrent form defines it (per row
- * of M: kz_dot8, then the update with an 8-lane read-out dot, kz_dot8's reduction): the kernel
- * (software-pipelined over rows when dk % 8 == 0) must give these bits exactly. */
+/* The recurrent step's bits, written out row at a time (gdn.c's contract): per row of M,
+ * kv = decay * dot(row, k), d = beta (v - kv), row = fma(row, decay, d k), out = dot(row, q),
+ * each dot 16 lane sums of fmaf (lane i % 16) reduced as h[l] = a[l] + a[l+8], then
+ * ((h0+h4)+(h1+h5))+((h2+h6)+(h3+h7)), the dk % 16 tail fused in after. Every ISA level's
+ * kernel (software-pipelined over rows) must give these bits exactly. */
+static float rows_hsum16(const float *a) {
+    float h[8];
+    for (int l = 0; l < 8; l++) h[l] = a[l] + a[l + 8];
+    return ((h[0] + h[4]) + (h[1] + h[5])) + ((h[2] + h[6]) + (h[3] + h[7]));
+}
 static void gdn_rows_ref(int Hk, int Hv, int dk, int dv, int T, const float *in, int ld, const float *g,
                          const float *beta, float *M, float *out) {
     for (int j = 0; j < Hv; j++)
@@ -412,22 +419,23 @@ static void gdn_rows_ref(int Hk, int Hv, int dk, int dv, int T, const float *in,
             const float *q = in + t * ld + (j % Hk) * dk, *k = in + t * ld + Hk * dk + (j % Hk) * dk,
                         *v = in + t * ld + 2 * Hk * dk + j * dv;
             const float decay = kz_exp(g[t * Hv + j]), bt = beta[t * Hv + j];
+            const int n16 = dk / 16 * 16;
             for (int r = 0; r < dv; r++) {
                 float *row = M + ((size_t)j * dv + r) * dk;
-                const float d = bt * (v[r] - decay * kz_dot8(row, k, dk));
-                float acc[8] = {0};
-                int i = 0;
-                for (; i + 8 <= dk; i += 8)
-                    for (int l = 0; l < 8; l++) {
-                        const float x = row[i + l] * decay + d * k[i + l];
-                        row[i + l] = x;
-                        acc[l] += x * q[i + l];
-                    }
-                float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-                for (; i < dk; i++) {
-                    const float x = row[i] * decay + d * k[i];
-                    row[i] = x;
-                    s += x * q[i];
+                float acc[16] = {0};
+                for (int i = 0; i < n16; i++) acc[i % 16] = fmaf(row[i], k[i], acc[i % 16]);
+                float s = rows_hsum16(acc);
+                for (int i = n16; i < dk; i++) s = fmaf(row[i], k[i], s);
+                const float d = bt * (v[r] - decay * s);
+                for (int l = 0; l < 16; l++) acc[l] = 0.0f;
+                for (int i = 0; i < n16; i++) {
+                    row[i] = fmaf(row[i], decay, d * k[i]);
+                    acc[i % 16] = fmaf(row[i], q[i], acc[i % 16]);
+                }
+                s = rows_hsum16(acc);
+                for (int i = n16; i < dk; i++) {
+                    row[i] = fmaf(row[i], decay, d * k[i]);
+                    s = fmaf(row[i], q[i], s);
                 }
                 out[((size_t)t * Hv + j) * dv + r] = s;
             }
