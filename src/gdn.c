@@ -191,11 +191,10 @@ void kz_gdn_gates(int n, const float *b, const float *a, const float *dt_bias, c
  * and fused steps are what one AVX-512 register, two AVX2 or four NEON registers do per
  * instruction. The state (48 MiB on the 4B) is read and written once per token, row by row. */
 
-/* the 16 lane sums reduced: h[l] = a[l] + a[l + 8], then kz_dot8's tree over h */
+/* the 16 lane sums reduced: h[l] = a[l] + a[l + 8], then kz_dot8's tree over h (hsum8) */
 static inline float hsum16(const float *a) {
-    float h[8];
-    for (int l = 0; l < 8; l++) h[l] = a[l] + a[l + 8];
-    return ((h[0] + h[4]) + (h[1] + h[5])) + ((h[2] + h[6]) + (h[3] + h[7]));
+    const v8f h = ld8(a) + ld8(a + 8);
+    return hsum8(&h);
 }
 
 static float dot16(const float *a, const float *b, int n) {
