@@ -489,8 +489,10 @@ static void test_matmul_p16(void) {
  * and NaN-prefilled outputs (a kernel must not read y before writing it); each output vs the
  * scalar reference vec_dot of that row and token, bit for bit. */
 static void test_p16_kernels(void) {
-    static const int64_t NB[] = { 5, 65, 129 };
-    static const int NR[] = { 16, 48 };
+    /* 1029 blocks: rows longer than the x86 GEMV's 1024-block sweep (partial sums through y);
+     * 16 / 48 / 64 rows: one group, a pair + one, two pairs (the x86 GEMV pairs groups) */
+    static const int64_t NB[] = { 5, 65, 129, 1029 };
+    static const int NR[] = { 16, 48, 64 };
     static const int NT[] = { 1, 2, 5, 64, 67 };
     const kz_qtraits *sc = kz_qtraits_get_isa(KZ_ISA_SCALAR, KZ_T_Q4_0);
     CHECK(sc && sc->vec_dot);
@@ -519,8 +521,10 @@ static void test_p16_kernels(void) {
         const kz_gemm_p16_fn fn = fns[fi];
         const int isa = lvl[fi];
         int n_cases = 0;
-        for (size_t bi = 0; bi < 3; bi++)
-            for (size_t ri = 0; ri < 2; ri++) {
+        for (size_t bi = 0; bi < 4; bi++)
+            for (size_t ri = 0; ri < 3; ri++) {
+                /* the long rows only where the sweep limit is (x86), to keep the emulated ARM run short */
+                if (NB[bi] > 1024 && isa != KZ_ISA_AVX512) continue;
                 const int64_t nb = NB[bi], n = nb * 32;
                 const int nr = NR[ri];
                 const size_t rb = (size_t)nb * 18, ab = (size_t)nb * 34 + 6; /* activation rows padded */
