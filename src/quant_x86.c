@@ -68,6 +68,16 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
 #define ZR_PF 2048
 #define ZR_PF2 12288
 #endif
+/* The L1 distance when two groups go side by side (zr_gemv_p16_body): each stream then moves at
+ * half the rate, so the same lead in time is twice the bytes. Xeon host of 2026-12-05, 4B,
+ * `kazeia bench --matmuls`, distances alternating round by round in one process, 16 rounds each
+ * against 2 KiB: 4 KiB +2.6 points median (16 of 16 rounds ahead), 5 KiB +2.3, with the L2
+ * distance at 14 KiB +2.0 to +2.3; 3 KiB +0.8, 1.5 KiB +0.2, the L2 one at 20 KiB -1.1. The
+ * decode at depth 0, runs alternating in one `-p 0 -n 128 -r 20`: 91.6 % against 90.9 % median,
+ * 9 of 10 pairs ahead. */
+#ifndef ZR_PF_PAIR
+#define ZR_PF_PAIR 4096
+#endif
 
 T_AVX512 KZ_INL int32_t zr_corr(const uint8_t *ab) {
     const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(ab + 2)), _mm256_set1_epi8((char)0x80));
@@ -204,16 +214,16 @@ T_AVX512 KZ_INL void zr_act_dwords(const uint8_t *ab, zr_act8 *v) {
  * reference's float step acc += (float)sumi * (d_w * d_a). The high nibbles are dotted in
  * place (byte & 0xF0 = 16 * nibble) into their own sum, shifted down once (exact: a multiple
  * of 16), instead of shifting every weight register. */
-T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da,
-                                   const int pf) {
+T_AVX512 KZ_INL __m512 zr_gemv_blk_at(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da,
+                                      const int pf, const int pf_l1) {
     const __m512i ml = _mm512_set1_epi8(0x0f), mh = _mm512_set1_epi8((char)0xf0);
-    if (ZR_PF && pf) {
+    if (pf_l1 && pf) {
         /* 5 lines per 288-byte block at each distance: every line at least once */
-        _mm_prefetch((const char *)p + ZR_PF, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + ZR_PF + 64, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + ZR_PF + 128, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + ZR_PF + 192, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + ZR_PF + 256, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + pf_l1, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + pf_l1 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + pf_l1 + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + pf_l1 + 192, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + pf_l1 + 256, _MM_HINT_T0);
         _mm_prefetch((const char *)p + ZR_PF2, _MM_HINT_T1);
         _mm_prefetch((const char *)p + ZR_PF2 + 64, _MM_HINT_T1);
         _mm_prefetch((const char *)p + ZR_PF2 + 128, _MM_HINT_T1);
@@ -235,6 +245,10 @@ T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 256)));
     return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(dw, da)));
 }
+T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da,
+                                   const int pf) {
+    return zr_gemv_blk_at(acc, p, v, corr, da, pf, ZR_PF);
+}
 
 /* GEMV over packed rows (decode): lane = weight row, a block of a 16-row group is 4 contiguous
  * zmm loads + the 16 scales, so no horizontal sum is needed; each thread streams its rows, each
@@ -243,8 +257,9 @@ T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *
  * two streams per thread, ~1 point more of the read bandwidth (Xeon host of 2026-12-05, 4B,
  * `kazeia bench --matmuls`, rounds alternating in one process: +0.85 and +1.2 median over 12
  * pairs each; the decode `-p 512 -n 128 -r 3`, 3 alternations: 89.3-89.7 % against
- * 87.9-89.0 %); four groups, four streams, lost ~1.5 points, and the same pairs interleaved
- * block by block into one stream (a layout change) lost ~1 against two. Without the prefetch
+ * 87.9-89.0 %), ~2.6 more with their own L1 prefetch distance (ZR_PF_PAIR); four groups, four
+ * streams, lost ~1.5 points, and the same pairs interleaved block by block into one stream (a
+ * layout change) lost ~1 against two. Without the prefetch
  * (AMD) one group at a time, as measured there before. Per lane the same exact integer block dot
  * and float chain as the reference. */
 T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y,
@@ -268,8 +283,8 @@ T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr,
                     zr_act_dwords(ab, &v);
                     const __m512i c = _mm512_set1_epi32(corr[b]);
                     const __m512 da = _mm512_set1_ps(_cvtsh_ss(ld16(ab)));
-                    acc0 = zr_gemv_blk(acc0, p, &v, c, da, 1);
-                    acc1 = zr_gemv_blk(acc1, p + gs, &v, c, da, 1);
+                    acc0 = zr_gemv_blk_at(acc0, p, &v, c, da, 1, ZR_PF_PAIR);
+                    acc1 = zr_gemv_blk_at(acc1, p + gs, &v, c, da, 1, ZR_PF_PAIR);
                 }
                 _mm512_storeu_ps(y + 16 * g, acc0);
                 _mm512_storeu_ps(y + 16 * g + 16, acc1);
