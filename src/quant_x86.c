@@ -74,7 +74,11 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
  * against 2 KiB: 4 KiB +2.6 points median (16 of 16 rounds ahead), 5 KiB +2.3, with the L2
  * distance at 14 KiB +2.0 to +2.3; 3 KiB +0.8, 1.5 KiB +0.2, the L2 one at 20 KiB -1.1. The
  * decode at depth 0, runs alternating in one `-p 0 -n 128 -r 20`: 91.6 % against 90.9 % median,
- * 9 of 10 pairs ahead. */
+ * 9 of 10 pairs ahead. Both leads wrap into the next pair's groups (zr_gemv_p16_body): without
+ * that, the second stream of every pair started cold (its lead had gone into the next pair's
+ * first group), 2.2 points on the 4B (16 of 20 rounds) and 2.8 on the 0.8B (26 of 30), whose
+ * 1024-wide rows make 9 KiB groups. With the wrap, 3 / 6 KiB and an L2 lead of 8 / 16 KiB were
+ * within 0.5 points of these. */
 #ifndef ZR_PF_PAIR
 #define ZR_PF_PAIR 4096
 #endif
@@ -215,20 +219,20 @@ T_AVX512 KZ_INL void zr_act_dwords(const uint8_t *ab, zr_act8 *v) {
  * place (byte & 0xF0 = 16 * nibble) into their own sum, shifted down once (exact: a multiple
  * of 16), instead of shifting every weight register. */
 T_AVX512 KZ_INL __m512 zr_gemv_blk_at(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da,
-                                      const int pf, const int pf_l1) {
+                                      const char *pf_l1, const char *pf_l2) {
     const __m512i ml = _mm512_set1_epi8(0x0f), mh = _mm512_set1_epi8((char)0xf0);
-    if (pf_l1 && pf) {
+    if (pf_l1) {
         /* 5 lines per 288-byte block at each distance: every line at least once */
-        _mm_prefetch((const char *)p + pf_l1, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + pf_l1 + 64, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + pf_l1 + 128, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + pf_l1 + 192, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + pf_l1 + 256, _MM_HINT_T0);
-        _mm_prefetch((const char *)p + ZR_PF2, _MM_HINT_T1);
-        _mm_prefetch((const char *)p + ZR_PF2 + 64, _MM_HINT_T1);
-        _mm_prefetch((const char *)p + ZR_PF2 + 128, _MM_HINT_T1);
-        _mm_prefetch((const char *)p + ZR_PF2 + 192, _MM_HINT_T1);
-        _mm_prefetch((const char *)p + ZR_PF2 + 256, _MM_HINT_T1);
+        _mm_prefetch(pf_l1, _MM_HINT_T0);
+        _mm_prefetch(pf_l1 + 64, _MM_HINT_T0);
+        _mm_prefetch(pf_l1 + 128, _MM_HINT_T0);
+        _mm_prefetch(pf_l1 + 192, _MM_HINT_T0);
+        _mm_prefetch(pf_l1 + 256, _MM_HINT_T0);
+        _mm_prefetch(pf_l2, _MM_HINT_T1);
+        _mm_prefetch(pf_l2 + 64, _MM_HINT_T1);
+        _mm_prefetch(pf_l2 + 128, _MM_HINT_T1);
+        _mm_prefetch(pf_l2 + 192, _MM_HINT_T1);
+        _mm_prefetch(pf_l2 + 256, _MM_HINT_T1);
     }
     const __m512i q0 = _mm512_loadu_si512((const void *)p), q1 = _mm512_loadu_si512((const void *)(p + 64));
     const __m512i q2 = _mm512_loadu_si512((const void *)(p + 128)), q3 = _mm512_loadu_si512((const void *)(p + 192));
@@ -247,7 +251,8 @@ T_AVX512 KZ_INL __m512 zr_gemv_blk_at(__m512 acc, const uint8_t *p, const zr_act
 }
 T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da,
                                    const int pf) {
-    return zr_gemv_blk_at(acc, p, v, corr, da, pf, ZR_PF);
+    const char *c = (const char *)p;
+    return zr_gemv_blk_at(acc, p, v, corr, da, ZR_PF && pf ? c + ZR_PF : NULL, c + ZR_PF2);
 }
 
 /* GEMV over packed rows (decode): lane = weight row, a block of a 16-row group is 4 contiguous
@@ -272,19 +277,28 @@ T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr,
         if (!corr_in)
             for (int b = 0; b < nbc; b++) corr_buf[b] = zr_corr(a + (size_t)(b0 + b) * 34);
         int64_t g = 0;
-        if (pf)
+        if (pf && ZR_PF)
             for (; g + 2 <= ng; g += 2) {
                 const uint8_t *p = pk + (size_t)(g * gs + b0 * 288);
                 __m512 acc0 = b0 ? _mm512_loadu_ps(y + 16 * g) : _mm512_setzero_ps();
                 __m512 acc1 = b0 ? _mm512_loadu_ps(y + 16 * g + 16) : _mm512_setzero_ps();
+                /* A lead that runs past the end of its group goes on in the same stream's group of
+                 * the next pair, two groups further on: + gs from the plain address (which already
+                 * moved one group); o1 / o2 are the leads' offsets in their groups. */
+                int64_t o1 = b0 * 288 + ZR_PF_PAIR, o2 = b0 * 288 + ZR_PF2, w1 = 0, w2 = 0;
+                for (; o1 >= gs; o1 -= gs) w1 += gs;
+                for (; o2 >= gs; o2 -= gs) w2 += gs;
                 for (int b = 0; b < nbc; b++, p += 288) {
                     const uint8_t *ab = a + (size_t)(b0 + b) * 34;
                     zr_act8 v;
                     zr_act_dwords(ab, &v);
                     const __m512i c = _mm512_set1_epi32(corr[b]);
                     const __m512 da = _mm512_set1_ps(_cvtsh_ss(ld16(ab)));
-                    acc0 = zr_gemv_blk_at(acc0, p, &v, c, da, 1, ZR_PF_PAIR);
-                    acc1 = zr_gemv_blk_at(acc1, p + gs, &v, c, da, 1, ZR_PF_PAIR);
+                    const char *l1 = (const char *)p + ZR_PF_PAIR + w1, *l2 = (const char *)p + ZR_PF2 + w2;
+                    acc0 = zr_gemv_blk_at(acc0, p, &v, c, da, l1, l2);
+                    acc1 = zr_gemv_blk_at(acc1, p + gs, &v, c, da, l1 + gs, l2 + gs);
+                    if ((o1 += 288) >= gs) o1 -= gs, w1 += gs;
+                    if ((o2 += 288) >= gs) o2 -= gs, w2 += gs;
                 }
                 _mm512_storeu_ps(y + 16 * g, acc0);
                 _mm512_storeu_ps(y + 16 * g + 16, acc1);
