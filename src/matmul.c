@@ -146,7 +146,8 @@ typedef struct {
 /* packed rows go in 16-row groups, so a split unit never straddles a group; on x86 in pairs of
  * them, which the AVX-512 GEMV streams side by side, so a kernel call holds whole pairs (the last
  * unit of an odd group count is one group). Xeon host of 2026-12-05, `kazeia bench --matmuls 40`
- * alternating rounds against 16-row units: 4B +0.45 points median, 0.8B +0.76 (14 of 20 each). */
+ * rounds alternating with 16-row units in one process (a scratch switch, as in quant_x86.c's
+ * ZR_PF_PAIR note): 4B +0.45 points median, 0.8B +0.76 (14 of 20 rounds ahead each). */
 #if defined(__x86_64__)
 #define MM_P16_UNIT 32
 #else
