@@ -75,11 +75,11 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
  * 2 KiB: 4 KiB +2.6 points median (16 of 16 rounds ahead), 5 KiB +2.3, with the L2 distance at
  * 14 KiB +2.0 to +2.3; 3 KiB +0.8, 1.5 KiB +0.2, the L2 one at 20 KiB -1.1. The decode at
  * depth 0, runs alternating the same way in one `-p 0 -n 128 -r 20`: 91.6 % against 90.9 %
- * median, 9 of 10 pairs ahead. Both leads wrap into the next pair's groups (zr_gemv_p16_body): without
- * that, the second stream of every pair started cold (its lead had gone into the next pair's
- * first group), 2.2 points on the 4B (16 of 20 rounds) and 2.8 on the 0.8B (26 of 30), whose
- * 1024-wide rows make 9 KiB groups. With the wrap, 3 / 6 KiB and an L2 lead of 8 / 16 KiB were
- * within 0.5 points of these. */
+ * median, 9 of 10 pairs ahead. Both leads wrap into the next pair's groups (zr_gemv_p16_body):
+ * without that, the second stream of every pair started cold (its lead had gone into the next
+ * pair's first group), 2.2 points on the 4B (16 of 20 rounds) and 2.8 on the 0.8B (26 of 30),
+ * whose 1024-wide rows make 9 KiB groups. With the wrap, 3 / 6 KiB and an L2 lead of 8 / 16 KiB
+ * were within 0.5 points of these. */
 #ifndef ZR_PF_PAIR
 #define ZR_PF_PAIR 4096
 #endif
@@ -261,13 +261,13 @@ T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *
  * group's blocks in one sweep for rows up to ZR_GEMV_NB blocks. With the software prefetch (the
  * Intel path) two adjacent groups go side by side, sharing the activation's loads and shuffles:
  * two streams per thread, ~1 point more of the read bandwidth (Xeon host of 2026-12-05, 4B,
- * `kazeia bench --matmuls`, rounds alternating in one process (above): +0.85 and +1.2 median over 12
- * pairs each; the decode `-p 512 -n 128 -r 3`, 3 alternations: 89.3-89.7 % against
- * 87.9-89.0 %), ~2.6 more with their own L1 prefetch distance (ZR_PF_PAIR); four groups, four
- * streams, lost ~1.5 points, and the same pairs interleaved block by block into one stream (a
- * layout change) lost ~1 against two. Without the prefetch
- * (AMD) one group at a time, as measured there before. Per lane the same exact integer block dot
- * and float chain as the reference. */
+ * `kazeia bench --matmuls`, rounds alternating in one process as in the ZR_PF_PAIR note: +0.85
+ * and +1.2 median over 12 pairs each; the decode `-p 512 -n 128 -r 3`, 3 alternations of two
+ * builds: 89.3-89.7 % against 87.9-89.0 %), ~2.6 more with their own L1 prefetch distance
+ * (ZR_PF_PAIR); four groups, four streams, lost ~1.5 points, and the same pairs interleaved
+ * block by block into one stream (a layout change) lost ~1 against two. Without the prefetch
+ * (AMD) one group at a time, as measured there before. Per lane the same exact integer block
+ * dot and float chain as the reference. */
 T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y,
                                      const int32_t *corr_in, const int pf) {
     int32_t corr_buf[ZR_GEMV_NB];
