@@ -255,7 +255,9 @@ static void head_plain(float *M, int dk, int dv, const float *kt, const float *q
 #define T_GDN512 __attribute__((target("avx512f,avx2,fma")))
 #define T_GDN256 __attribute__((target("avx2,fma")))
 
-T_GDN256 static inline float hsum8_256(__m256 h) { /* kz_dot8's tree over the 8 lanes of h */
+/* kz_dot8's tree over the 8 lanes of h: vec8.h's hsum8 in three vector adds (GCC builds hsum8
+ * on a cast __m256 as seven scalar adds and eight shuffles, twice per state row here) */
+T_GDN256 static inline float hsum8_256(__m256 h) {
     const __m128 t = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)); /* h[l] + h[l+4] */
     const __m128 u = _mm_add_ps(t, _mm_movehdup_ps(t));                                   /* t0+t1, t2+t3 */
     return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehl_ps(u, u)));

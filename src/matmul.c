@@ -143,19 +143,15 @@ typedef struct {
     kz_run run[KZ_RUNS_MAX];
 } mm_multi;
 
-/* packed rows go in 16-row groups, so a split unit never straddles a group; on x86 in pairs of
- * them, which the AVX-512 GEMV streams side by side, so a kernel call holds whole pairs (the last
- * unit of an odd group count is one group). Xeon host of 2026-12-05, `kazeia bench --matmuls 40`
- * rounds alternating with 16-row units in one process (a scratch switch, as in quant_x86.c's
- * ZR_PF_PAIR note): 4B +0.45 points median, 0.8B +0.76 (14 of 20 rounds ahead each). */
-#if defined(__x86_64__)
-#define MM_P16_UNIT 32
-#else
-#define MM_P16_UNIT 16
-#endif
-
+/* packed rows go in 16-row groups, so a split unit never straddles a group; in the units the
+ * one-token GEMV asks for (kz_p16_gemv: two groups where it streams them side by side, so a call
+ * holds whole pairs; the last unit of an odd group count is one group). Xeon host of 2026-12-05,
+ * `kazeia bench --matmuls 40` rounds alternating with 16-row units in one process (a scratch
+ * switch, as in quant_x86.c's ZR_PF_PAIR note): 4B +0.45 points median, 0.8B +0.76 (14 of 20
+ * rounds ahead each). */
 static int64_t unit_rows(const mm_task *t) {
-    return t->p16 ? MM_P16_UNIT : MM_ROW_UNIT;
+    if (!t->p16) return MM_ROW_UNIT;
+    return t->gv.gemv ? t->gv.unit_rows : 16;
 }
 
 /* a run's owner takes a quarter of what is left of it (at least one chunk) from the front, so it
@@ -258,7 +254,7 @@ void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float
     uint8_t *wp = work;
     int n_conv = 0;
     const kz_gemm_p16_fn p16 = kz_gemm_p16_get();
-    const kz_p16_gemv gv = n_tok == 1 ? kz_p16_gemv_get_isa((int)kz_isa_active()) : (kz_p16_gemv){NULL, NULL};
+    const kz_p16_gemv gv = n_tok == 1 ? kz_p16_gemv_get_isa((int)kz_isa_active()) : (kz_p16_gemv){NULL, NULL, 16};
     for (int i = 0; i < nw; i++) {
         const kz_wmat *wi = w[i];
         const kz_qtraits *wt = kz_qtraits_get(wi->type);

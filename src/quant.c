@@ -354,11 +354,13 @@ kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa) {
 kz_gemm_p16_fn kz_gemm_p16_get(void) { return kz_gemm_p16_get_isa((int)kz_isa_active()); }
 
 kz_p16_gemv kz_p16_gemv_get_isa(int isa) {
-    kz_p16_gemv g = {NULL, NULL};
+    kz_p16_gemv g = {NULL, NULL, 16};
 #if defined(__x86_64__)
     if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512)) { /* the prefetch choice as above */
+        const int amd = kz_cpu_features_get()->amd;
         g.prep = kz_avx512_q8_0_corr;
-        g.gemv = kz_cpu_features_get()->amd ? kz_avx512_gemv_q4_0_p16_nopf : kz_avx512_gemv_q4_0_p16;
+        g.gemv = amd ? kz_avx512_gemv_q4_0_p16_nopf : kz_avx512_gemv_q4_0_p16;
+        g.unit_rows = amd ? 16 : 32; /* the prefetching GEMV pairs its groups (quant_x86.c) */
     }
 #endif
     (void)isa;

@@ -100,6 +100,8 @@ kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa);
 typedef struct {
     void (*prep)(const void *act, int64_t n, int32_t *aux);
     void (*gemv)(int64_t n, const void *pk, int64_t n_rows, const void *act, const int32_t *aux, float *y);
+    int unit_rows; /* rows a call should hold whole multiples of: 32 where gemv streams two 16-row
+                    * groups side by side, else 16 (kz_matmul splits the rows in such units) */
 } kz_p16_gemv;
 kz_p16_gemv kz_p16_gemv_get_isa(int isa);
 const kz_qtraits *kz_qtraits_get(uint32_t type);
