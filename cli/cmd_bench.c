@@ -180,6 +180,13 @@ static wbytes_t weight_bytes(const kz_model *m) {
 
 /* ---------------- runs ---------------- */
 
+/* greedy: the argmax the LM head found as it wrote the logits (kz_eval_last, one row), as
+ * kz_generate's greedy sampling uses it; the scan of the row otherwise */
+static int32_t greedy_next(const kz_context *c, int nv) {
+    const int64_t a = kz_context_logits_argmax(c);
+    return a >= 0 ? (int32_t)a : (int32_t)kz_argmax(kz_logits(c), nv);
+}
+
 static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -377,7 +384,7 @@ int cmd_bench(int argc, char **argv) {
         double t0 = kz_bench_now();
         if (p > 0) {
             if (kz_eval_last(c, toks, (int)p)) { rc = 1; break; }
-            if (greedy) tok = kz_argmax(kz_logits(c), nv);
+            if (greedy) tok = greedy_next(c, nv);
         }
         double t1 = kz_bench_now();
         if (profile) {
@@ -395,7 +402,7 @@ int cmd_bench(int argc, char **argv) {
         for (long i = 0; i < n; i++) {
             /* the logits stay in the context (kz_eval_last): no 1 MB copy per token */
             if (kz_eval_last(c, &tok, 1)) { rc = 1; break; }
-            tok = greedy ? kz_argmax(kz_logits(c), nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
+            tok = greedy ? greedy_next(c, nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
             if (bws && (++seg_n == membw_every || i == n - 1)) {
                 const double seg = kz_bench_now() - seg_t0;
                 const double g = kz_membw_pass(bws, err, sizeof err);

@@ -50,6 +50,7 @@ struct kz_context {
     int n_hist;
     float *logits;      /* n_vocab: logits after hist[n_hist-1] when logits_valid */
     int logits_valid;
+    int64_t logits_argmax; /* kz_argmax of logits when the forward that wrote them found it, else -1 */
     char *piece;        /* token bytes scratch */
     size_t piece_cap;
     atomic_int cancel;
@@ -176,6 +177,7 @@ kz_context *kz_context_new(kz_model *m, const kz_context_params *pp, char *err, 
     if (!c) { errw(err, errlen, "out of memory allocating the context"); return NULL; }
     c->m = m;
     c->p = p;
+    c->logits_argmax = -1;
     c->p.n_ctx = n_ctx;
     c->p.n_batch = n_batch;
     c->p.n_threads = n_threads;
@@ -216,11 +218,13 @@ void kz_context_reset(kz_context *c) {
     kz_seq_reset(c->seq);
     c->n_hist = 0;
     c->logits_valid = 0;
+    c->logits_argmax = -1;
 }
 
 int kz_context_n_past(const kz_context *c) { return c ? c->n_hist : 0; }
 
 kz_seq *kz_context_seq(kz_context *c) { return c ? c->seq : NULL; }
+int64_t kz_context_logits_argmax(const kz_context *c) { return c && kz_logits(c) ? c->logits_argmax : -1; }
 
 const char *kz_context_error(const kz_context *c) { return c ? c->err : "context is NULL"; }
 
@@ -256,6 +260,7 @@ static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, 
         memcpy(c->hist + before, toks, (size_t)(np - before) * sizeof *toks);
         c->n_hist = np;
         c->logits_valid = 0;
+        c->logits_argmax = -1;
         return KZ_FWD_ABORTED;
     }
     if (r == 0) {
@@ -272,6 +277,7 @@ static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, 
         kz_context_reset(c); /* unknown state: start over rather than guess */
     }
     c->logits_valid = 0;
+    c->logits_argmax = -1;
     return -1;
 }
 
@@ -302,8 +308,10 @@ int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want
         const float *last = want_all ? logits + (size_t)(n - 1) * (size_t)c->n_vocab : logits;
         memcpy(c->logits, last, (size_t)c->n_vocab * sizeof *c->logits);
         c->logits_valid = 1;
+        c->logits_argmax = kz_seq_logits_argmax(c->seq);
     } else {
         c->logits_valid = 0;
+        c->logits_argmax = -1;
     }
     return 0;
 }
@@ -315,6 +323,7 @@ int kz_eval_last(kz_context *c, const int32_t *tokens, int n) {
      * n_vocab floats per token, ~1 MB for Qwen3.5's vocabulary) */
     if (eval_chunk(c, tokens, n, c->logits, 0) != 0) return -1;
     c->logits_valid = 1;
+    c->logits_argmax = kz_seq_logits_argmax(c->seq);
     return 0;
 }
 
@@ -359,6 +368,7 @@ static int state_load(kz_context *c, const void *buf, size_t len, char *e, size_
     if (kz_state_image_read(c->m, c->seq, buf, len, c->hist, c->n_ctx, c->logits, &info, e, elen) != 0) return -1;
     c->n_hist = info.n_past;
     c->logits_valid = info.has_logits;
+    c->logits_argmax = -1;
     return 0;
 }
 
@@ -519,6 +529,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         if (i < sys_len && i + n > sys_len) n = sys_len - i; /* same batches with or without the snapshot */
         int last = i + n == n_prompt;
         c->logits_valid = 0;
+        c->logits_argmax = -1;
         kz_seq_set_abort(c->seq, &c->cancel);
         int r = eval_chunk(c, prompt + i, n, last ? c->logits : NULL, 0);
         kz_seq_set_abort(c->seq, NULL);
@@ -534,6 +545,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
             goto fail;
         }
         if (last) c->logits_valid = 1;
+        if (last) c->logits_argmax = kz_seq_logits_argmax(c->seq);
         i += n;
         if (i == sys_len && want_snap) snapshot_take(c, prompt, sys_len);
     }
@@ -550,7 +562,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     int cb_stopped = 0;
     for (;;) {
         if (cancelled(c)) { st.stop = KZ_STOP_CANCELLED; break; }
-        int32_t tok = kz_sampler_sample(c->smp, c->logits, c->hist, c->n_hist);
+        int32_t tok = kz_sampler_sample_hint(c->smp, c->logits, c->hist, c->n_hist, c->logits_argmax);
         st.n_gen++;
         if (kz_tok_is_eog(c->m->tok, tok)) { st.stop = KZ_STOP_EOG; break; }
         if (!kz_tok_is_control(c->m->tok, tok)) {
@@ -570,8 +582,10 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         if (cancelled(c)) { st.stop = KZ_STOP_CANCELLED; break; }
         if (c->n_hist >= c->n_ctx) { st.stop = KZ_STOP_CTX_FULL; break; }
         c->logits_valid = 0;
+        c->logits_argmax = -1;
         if (eval_chunk(c, &tok, 1, c->logits, 0) != 0) { st.stop = KZ_STOP_ERROR; break; }
         c->logits_valid = 1;
+        c->logits_argmax = kz_seq_logits_argmax(c->seq);
     }
     {   /* a trailing partial code point becomes U+FFFD rather than vanishing */
         size_t o = kz_utf8_flush(&us, out, sizeof out);

@@ -11,4 +11,7 @@ const int32_t *kz_context_history(const kz_context *c, int *n);
 int kz_context_prompt_tokens(kz_context *c, const char *system, const char *user, int32_t **out);
 /* The context's sequence (for kz_seq_profile_enable / kz_seq_profile, see model.h). */
 struct kz_seq *kz_context_seq(kz_context *c);
+/* kz_argmax of kz_logits(c) when the forward that wrote them found it along the LM head (one
+ * logits row: kz_eval_last, kz_generate's steps), else -1 */
+int64_t kz_context_logits_argmax(const kz_context *c);
 #endif

@@ -32,26 +32,27 @@ void *kz_kv_row(const kz_kv_layer *kv, int which, int g, int pos) {
     return (char *)(which ? kv->v : kv->k) + ((size_t)g * kv->n_ctx + pos) * kz_kv_row_bytes(kv);
 }
 
-void kz_kv_store(kz_kv_layer *kv, int pos, const float *k, const float *v) {
+void kz_kv_store_head(kz_kv_layer *kv, int pos, int g, const float *kg, const float *vg) {
     const int hd = kv->head_dim;
-    /* the active level's f32 -> F16 row conversion (F16C / FCVTN): the reference's bytes */
-    const kz_qtraits *f16 = kz_qtraits_get(KZ_T_F16); /* every level has F16 */
-    for (int g = 0; g < kv->n_head_kv; g++) {
-        const size_t o = row_off(kv, g, pos);
-        const float *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
-        if (kv->type == KZ_KV_F16) {
-            uint16_t *kd = (uint16_t *)kv->k + o, *vd = (uint16_t *)kv->v + o;
-            f16->quant(kg, kd, hd);
-            f16->quant(vg, vd, hd);
-        } else if (kv->type == KZ_KV_Q8_0) {
-            /* the reference quantizer (same bytes as llama.cpp's q8_0 cache rows) */
-            kz_quant_row(KZ_T_Q8_0, kg, kz_kv_row(kv, 0, g, pos), hd);
-            kz_quant_row(KZ_T_Q8_0, vg, kz_kv_row(kv, 1, g, pos), hd);
-        } else {
-            memcpy((float *)kv->k + o, kg, (size_t)hd * sizeof(float));
-            memcpy((float *)kv->v + o, vg, (size_t)hd * sizeof(float));
-        }
+    const size_t o = row_off(kv, g, pos);
+    if (kv->type == KZ_KV_F16) {
+        /* the active level's f32 -> F16 row conversion (F16C / FCVTN): the reference's bytes */
+        const kz_qtraits *f16 = kz_qtraits_get(KZ_T_F16); /* every level has F16 */
+        f16->quant(kg, (uint16_t *)kv->k + o, hd);
+        f16->quant(vg, (uint16_t *)kv->v + o, hd);
+    } else if (kv->type == KZ_KV_Q8_0) {
+        /* the reference quantizer (same bytes as llama.cpp's q8_0 cache rows) */
+        kz_quant_row(KZ_T_Q8_0, kg, kz_kv_row(kv, 0, g, pos), hd);
+        kz_quant_row(KZ_T_Q8_0, vg, kz_kv_row(kv, 1, g, pos), hd);
+    } else {
+        memcpy((float *)kv->k + o, kg, (size_t)hd * sizeof(float));
+        memcpy((float *)kv->v + o, vg, (size_t)hd * sizeof(float));
     }
+}
+
+void kz_kv_store(kz_kv_layer *kv, int pos, const float *k, const float *v) {
+    const size_t hd = (size_t)kv->head_dim;
+    for (int g = 0; g < kv->n_head_kv; g++) kz_kv_store_head(kv, pos, g, k + (size_t)g * hd, v + (size_t)g * hd);
 }
 
 /* half -> float with bit masks instead of branches, so the row conversion vectorises; exact for

@@ -33,6 +33,8 @@ void kz_h2f_row(float *dst, const uint16_t *src, int n);
 
 /* Write one token's k and v ([n_head_kv*head_dim] each) at position pos (< n_ctx). */
 void kz_kv_store(kz_kv_layer *kv, int pos, const float *k, const float *v);
+/* the same for kv head g alone (its rows kg, vg of head_dim values) */
+void kz_kv_store_head(kz_kv_layer *kv, int pos, int g, const float *kg, const float *vg);
 
 /* Scratch floats kz_attn_partial needs for a span of up to n_pos positions (per thread). */
 size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos);

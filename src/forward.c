@@ -49,6 +49,7 @@ struct kz_seq {
                                      * the row width because kz_matmul reads X with stride n_in */
     size_t attn_scr_per_thread;
     void *mm_work;
+    int64_t logits_argmax; /* kz_seq_logits_argmax */
     unsigned char *rope_use_pos;
     float *scratch;
     float *gdn_scr;         /* chunkwise GDN scratch, gdn_scr_per_thread floats per thread */
@@ -188,6 +189,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     s->m = m;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
+    s->logits_argmax = -1;
     s->kv_type = kv;
 
     /* ---- sizes (all overflow-checked) ---- */
@@ -330,6 +332,7 @@ void kz_seq_reset(kz_seq *s) {
     if (s->conv_state)
         memset(s->conv_state, 0, (s->conv_per_layer + s->ssm_per_layer) * (size_t)hp->n_gdn_layers * sizeof(float));
     s->n_past = 0;
+    s->logits_argmax = -1;
 }
 
 int kz_seq_n_past(const kz_seq *s) { return s ? s->n_past : 0; }
@@ -350,6 +353,7 @@ void kz_seq_view_get(kz_seq *s, kz_seq_view *v) {
 int kz_seq_set_n_past(kz_seq *s, int n_past) {
     if (!s || n_past < 0 || n_past > s->n_ctx) return -1;
     s->n_past = n_past;
+    s->logits_argmax = -1; /* state restored or rewound: the last logits are not ours */
     return 0;
 }
 int kz_seq_n_ctx(const kz_seq *s) { return s ? s->n_ctx : 0; }
@@ -389,6 +393,31 @@ static void run_norm(kz_seq *s, float *src, const float *add, float *dst, const 
     else run_task(s, norm_fn, &a);
 }
 
+/* A one-row norm handed to the dispatch of the matmul group that reads its output (kz_mm_pre:
+ * the caller runs it there while the other threads prefetch their first weights, instead of
+ * alone before the dispatch while they wait), where the pool has other threads */
+typedef struct {
+    kz_seq *s;
+    norm_task t;
+    kz_mm_pre pre;
+} norm_pre;
+static void norm_pre_fn(void *arg) {
+    norm_pre *p = arg;
+    norm_fn(&p->t, 0, 1);
+    prof(p->s, KZ_PROF_NORM);
+}
+/* run_norm for rows > 1 or a pool of one (returns NULL), else the norm as np->pre */
+static const kz_mm_pre *norm_or_pre(kz_seq *s, norm_pre *np, float *src, const float *add, float *dst,
+                                    const float *w, int n, int rows) {
+    if (rows != 1 || kz_pool_size(s->pool) < 2 || chunk_aborted(s)) {
+        run_norm(s, src, add, dst, w, n, rows);
+        prof(s, KZ_PROF_NORM);
+        return NULL;
+    }
+    *np = (norm_pre){s, {src, add, dst, w, n, rows, s->m->hp.rms_eps}, {norm_pre_fn, np}};
+    return &np->pre;
+}
+
 typedef struct {
     float *a;
     const float *b;
@@ -425,29 +454,32 @@ typedef struct {
     size_t ldq;
 } attn_prep_task;
 
+/* token t's item i: q head i (i < n_head), else kv head i - n_head (k norm + rope, then its K
+ * and V rows into the cache) */
+static void attn_prep_item(const attn_prep_task *a, long t, int i) {
+    const kz_hparams *hp = &a->s->m->hp;
+    const int hd = hp->head_dim, qh = a->gated ? 2 * hd : hd;
+    const float *cs = a->s->rope + (size_t)t * hp->n_rot;
+    if (i < hp->n_head) {
+        float *qh_ = a->s->t1 + (size_t)t * a->ldq + (size_t)i * qh;
+        kz_rmsnorm(qh_, qh_, a->ly->q_norm, hd, hp->rms_eps);
+        kz_rope_neox(qh_, hp->n_rot, cs);
+        return;
+    }
+    const int g = i - hp->n_head;
+    float *kg = a->s->t2 + (size_t)t * a->s->ld2 + (size_t)g * hd;
+    kz_rmsnorm(kg, kg, a->ly->k_norm, hd, hp->rms_eps);
+    kz_rope_neox(kg, hp->n_rot, cs);
+    kz_kv_store_head(a->kv, a->p0 + (int)t, g, kg, a->s->t3 + (size_t)t * a->s->ld3 + (size_t)g * hd);
+}
+
 static void attn_prep_fn(void *arg, int ith, int nth) {
     const attn_prep_task *a = arg;
     const kz_hparams *hp = &a->s->m->hp;
-    const int hd = hp->head_dim, qh = a->gated ? 2 * hd : hd;
     long lo, hi;
     kz_split(a->n, ith, nth, &lo, &hi);
-    for (long t = lo; t < hi; t++) {
-        const float *cs = a->s->rope + (size_t)t * hp->n_rot;
-        float *q = a->s->t1 + (size_t)t * a->ldq;
-        float *k = a->s->t2 + (size_t)t * a->s->ld2;
-        float *v = a->s->t3 + (size_t)t * a->s->ld3;
-        for (int h = 0; h < hp->n_head; h++) {
-            float *qh_ = q + (size_t)h * qh;
-            kz_rmsnorm(qh_, qh_, a->ly->q_norm, hd, hp->rms_eps);
-            kz_rope_neox(qh_, hp->n_rot, cs);
-        }
-        for (int g = 0; g < hp->n_head_kv; g++) {
-            float *kg = k + (size_t)g * hd;
-            kz_rmsnorm(kg, kg, a->ly->k_norm, hd, hp->rms_eps);
-            kz_rope_neox(kg, hp->n_rot, cs);
-        }
-        kz_kv_store(a->kv, a->p0 + (int)t, k, v);
-    }
+    for (long t = lo; t < hi; t++)
+        for (int i = 0; i < hp->n_head + hp->n_head_kv; i++) attn_prep_item(a, t, i);
 }
 
 typedef struct {
@@ -457,6 +489,9 @@ typedef struct {
     size_t ldq;
     kz_dyn next;     /* next work item */
     atomic_int *cnt; /* splits done per (token, kv head) */
+    const attn_prep_task *prep; /* one token: the heads' prep items first, in the same dispatch */
+    kz_dyn prep_next;
+    kz_phase prep_done;
 } attn_task;
 
 /* merge the splits of (token, kv head) it, then the sigmoid output gate (qwen35) */
@@ -486,6 +521,14 @@ static void attn_fn(void *arg, int ith, int nth) {
     const int qh = a->gated ? 2 * hd : hd, ns = a->n_split;
     const float scale = 1.0f / sqrtf((float)hd);
     float *scr = a->s->attn_scr + (size_t)ith * a->s->attn_scr_per_thread;
+    if (a->prep) { /* one token: its q heads and kv heads, then (all done) the attention items */
+        const long n_prep = hp->n_head + Hkv;
+        for (long i; (i = kz_dyn_take(&a->prep_next, 1)) < n_prep;) {
+            attn_prep_item(a->prep, 0, (int)i);
+            kz_phase_add(&a->prep_done, 1);
+        }
+        kz_phase_wait(&a->prep_done, n_prep);
+    }
     const long n_items = (long)a->n * Hkv * ns;
     for (long it; (it = kz_dyn_take(&a->next, 1)) < n_items;) {
         const int t = (int)(it / ((long)Hkv * ns)), rem = (int)(it % ((long)Hkv * ns));
@@ -537,6 +580,8 @@ typedef struct {
     int n;
     int n_runs; /* work items (conv units, value heads) in one run per thread */
     kz_run run[KZ_RUNS_MAX];
+    kz_run run2[KZ_RUNS_MAX]; /* one dispatch (gdn_step_fn): the value heads' runs */
+    kz_phase in_done;         /* one dispatch: conv units + the gates finished */
 } gdn_task;
 
 /* conv + SiLU, then the q/k head L2 norms, of conv units [lo, hi): whole heads of the conv
@@ -568,19 +613,27 @@ static void gdn_runs_set(gdn_task *a, long n, int nth) {
 }
 
 /* conv units (q heads, k heads: dk channels each; v heads: dv) in runs of adjacent channels per
- * thread, a quarter of what is left at a time; thread 0 also computes the gates */
-static void gdn_in_fn(void *arg, int ith, int nth) {
-    (void)nth;
-    gdn_task *a = arg;
+ * thread, a quarter of what is left at a time; thread 0 also computes the gates. With done, each
+ * finished unit (and the gates, as one more) is counted there. */
+static void gdn_in_part(gdn_task *a, int ith, kz_phase *done) {
     const int Hv = a->s->m->hp.ssm_n_v_heads;
     int k = 0;
     int64_t c0, c1;
-    while (kz_runs_next(a->run, a->n_runs, ith, 4, &k, &c0, &c1)) gdn_in_units(a, (long)c0, (long)c1);
-    if (ith == 0)
+    while (kz_runs_next(a->run, a->n_runs, ith, 4, &k, &c0, &c1)) {
+        gdn_in_units(a, (long)c0, (long)c1);
+        if (done) kz_phase_add(done, (long)(c1 - c0));
+    }
+    if (ith == 0) {
         for (int t = 0; t < a->n; t++) {
             float *b = a->s->t5 + (size_t)t * 2 * Hv, *al = b + Hv;
             kz_gdn_gates(Hv, b, al, a->ly->dt_bias, a->ly->ssm_a, b, al); /* in place: b->beta, a->g */
         }
+        if (done) kz_phase_add(done, 1);
+    }
+}
+static void gdn_in_fn(void *arg, int ith, int nth) {
+    (void)nth;
+    gdn_in_part(arg, ith, NULL);
 }
 
 /* the delta rule for value head j, then the gated RMSNorm of its outputs */
@@ -610,12 +663,28 @@ static void gdn_core_head(const gdn_task *a, int ith, int j) {
  * time from a counter the two threads' heads interleaved and every head started cold. Xeon
  * host of 2026-12-04, the 4B's 24 layers of decode GDN core alone, 2 threads, state on 2 MiB
  * pages: 2.12-2.31 ms a token with contiguous halves against 2.38 interleaved. */
+static void gdn_core_part(const gdn_task *a, kz_run *run, int ith) {
+    int k = 0;
+    int64_t c0, c1;
+    while (kz_runs_next(run, a->n_runs, ith, UINT32_MAX, &k, &c0, &c1)) gdn_core_head(a, ith, (int)c0);
+}
 static void gdn_core_fn(void *arg, int ith, int nth) {
     (void)nth;
     gdn_task *a = arg;
-    int k = 0;
-    int64_t c0, c1;
-    while (kz_runs_next(a->run, a->n_runs, ith, UINT32_MAX, &k, &c0, &c1)) gdn_core_head(a, ith, (int)c0);
+    gdn_core_part(a, a->run, ith);
+}
+
+/* one token: conv units + gates, then (once all are done: the heads read every q/k head and
+ * the gates) the value heads, in one dispatch instead of two (a decode step pays a pool wake-up
+ * and an end-of-dispatch wait per dispatch) */
+static void gdn_step_fn(void *arg, int ith, int nth) {
+    (void)nth;
+    gdn_task *a = arg;
+    const kz_hparams *hp = &a->s->m->hp;
+    gdn_in_part(a, ith, &a->in_done);
+    kz_phase_wait(&a->in_done, 2L * hp->ssm_n_k_heads + hp->ssm_n_v_heads + 1);
+    if (ith == 0) prof(a->s, KZ_PROF_GDN_CONV); /* the caller's clock (prof is caller-only) */
+    gdn_core_part(a, a->run2, ith);
 }
 
 /* ---------------- layers ---------------- */
@@ -631,16 +700,21 @@ static void mm(kz_seq *s, const kz_wmat *w, const float *x, int n, float *y, siz
     kz_matmul_abortable(s->pool, w, x, n, y, (int64_t)ldy, s->mm_work, s->chunk_abort);
 }
 
-/* nw matrices on the same input: X converted once, one pool dispatch for all their rows */
+/* nw matrices on the same input: X converted once, one pool dispatch for all their rows; pre
+ * (one token, else NULL): the norm that makes X, run inside that dispatch (kz_mm_pre) */
 static void mm_group(kz_seq *s, const kz_wmat *const *w, int nw, const float *x, int n, float *const *y,
-                     const size_t *ldy) {
+                     const size_t *ldy, const kz_mm_pre *pre) {
+    if (pre) {
+        kz_matmul_multi_pre(s->pool, w, nw, x, y, s->mm_work, pre);
+        return;
+    }
     if (chunk_aborted(s)) return;
     int64_t ld[KZ_MM_MAX];
     for (int i = 0; i < nw; i++) ld[i] = (int64_t)ldy[i];
     kz_matmul_multi(s->pool, w, nw, x, n, y, ld, s->mm_work, s->chunk_abort);
 }
 
-static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
+static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_pre *pre) {
     const kz_hparams *hp = &s->m->hp;
     kz_kv_layer *kv = &s->kv[ly->state_idx];
     const int gated = hp->arch == KZ_ARCH_QWEN35;
@@ -651,14 +725,13 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
         const kz_wmat *w[] = {&ly->wq, &ly->wk, &ly->wv};
         float *y[] = {s->t1, s->t2, s->t3};
         const size_t ld[] = {s->ld1, s->ld2, s->ld3};
-        mm_group(s, w, 3, s->hn, n, y, ld);
+        mm_group(s, w, 3, s->hn, n, y, ld, pre);
     }
     prof(s, KZ_PROF_ATTN_PROJ);
     attn_prep_task pt = {s, ly, kv, n, p0, gated, s->ld1};
-    if (n == 1) attn_prep_fn(&pt, 0, 1); /* one token: not worth a dispatch */
-    else run_task(s, attn_prep_fn, &pt);
+    if (n > 1) run_task(s, attn_prep_fn, &pt); /* one token: in the attention's dispatch, below */
     if (n >= KZ_ATTN_TILE_MIN && s->tile_scr) {
-        attn_task at = {s, kv, n, p0, gated, 1, s->ld1, {0}, NULL};
+        attn_task at = {s, kv, n, p0, gated, 1, s->ld1, {0}, NULL, NULL, {0}, {0}};
         run_task(s, attn_tile_fn, &at);
         prof(s, KZ_PROF_ATTN);
         mm(s, &ly->wo, s->t4, n, s->out, (size_t)hp->n_embd);
@@ -675,7 +748,7 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
         if (n_split > by_len) n_split = by_len;
         if (n_split < 1) n_split = 1;
     }
-    attn_task at = {s, kv, n, p0, gated, n_split, s->ld1, {0}, s->attn_cnt};
+    attn_task at = {s, kv, n, p0, gated, n_split, s->ld1, {0}, s->attn_cnt, n == 1 ? &pt : NULL, {0}, {0}};
     for (long i = 0; i < items; i++) atomic_init(&s->attn_cnt[i], 0);
     run_task(s, attn_fn, &at); /* partials + merges + output gate */
     prof(s, KZ_PROF_ATTN);
@@ -683,7 +756,7 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0) {
     prof(s, KZ_PROF_ATTN_PROJ);
 }
 
-static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
+static void layer_gdn(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
     const kz_hparams *hp = &s->m->hp;
     const size_t Hv = (size_t)hp->ssm_n_v_heads;
     gdn_task gt = {.s = s, .ly = ly, .conv_state = s->conv_state + (size_t)ly->state_idx * s->conv_per_layer,
@@ -694,18 +767,26 @@ static void layer_gdn(kz_seq *s, const kz_layer *ly, int n) {
         const kz_wmat *w[] = {&ly->wqkv, &ly->wgate, &ly->wbeta, &ly->walpha};
         float *y[] = {s->t1, s->t2, s->t5, s->t5 + Hv};
         const size_t ld[] = {s->ld1, s->ld2, 2 * Hv, 2 * Hv};
-        mm_group(s, w, 4, s->hn, n, y, ld);
+        mm_group(s, w, 4, s->hn, n, y, ld, pre);
     }
     prof(s, KZ_PROF_GDN_PROJ);
     gdn_runs_set(&gt, 2L * hp->ssm_n_k_heads + (long)Hv, kz_pool_size(s->pool));
-    run_task(s, gdn_in_fn, &gt); /* conv + q/k norms + gates */
-    prof(s, KZ_PROF_GDN_CONV);
-    gdn_runs_set(&gt, (long)Hv, kz_pool_size(s->pool));
-    run_task(s, gdn_core_fn, &gt); /* delta rule + gated norm */
+    if (n == 1) { /* conv + q/k norms + gates, then delta rule + gated norm, one dispatch */
+        kz_runs_split(gt.run2, gt.n_runs, (long)Hv);
+        atomic_init(&gt.in_done.done, 0);
+        run_task(s, gdn_step_fn, &gt);
+    } else {
+        run_task(s, gdn_in_fn, &gt); /* conv + q/k norms + gates */
+        prof(s, KZ_PROF_GDN_CONV);
+        gdn_runs_set(&gt, (long)Hv, kz_pool_size(s->pool));
+        run_task(s, gdn_core_fn, &gt); /* delta rule + gated norm */
+    }
     prof(s, KZ_PROF_GDN_CORE);
     mm(s, &ly->wssm_out, s->t4, n, s->out, (size_t)hp->n_embd);
     prof(s, KZ_PROF_GDN_PROJ);
 }
+
+int64_t kz_seq_logits_argmax(const kz_seq *s) { return s ? s->logits_argmax : -1; }
 
 void kz_seq_set_abort(kz_seq *s, const atomic_int *flag) {
     if (s) s->abort_flag = flag;
@@ -756,41 +837,49 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
     for (int il = 0; il < hp->n_layer; il++) {
         const kz_layer *ly = &m->layers[il];
         KZ_ABORT_POINT
-        run_norm(s, s->x, il > 0 ? s->out : NULL, s->hn, ly->attn_norm, E, n);
-        prof(s, KZ_PROF_NORM);
+        norm_pre np;
+        const kz_mm_pre *pre = norm_or_pre(s, &np, s->x, il > 0 ? s->out : NULL, s->hn, ly->attn_norm, E, n);
         if (ly->is_gdn) {
             if (abortable) {
                 gdn_state_copy(s, ly->state_idx, 1);
                 n_saved = ly->state_idx + 1;
             }
-            layer_gdn(s, ly, n);
+            layer_gdn(s, ly, n, pre);
         } else {
-            layer_attn(s, ly, n, p0);
+            layer_attn(s, ly, n, p0, pre);
         }
         KZ_ABORT_POINT
-        run_norm(s, s->x, s->out, s->hn, ly->post_norm, E, n);
-        prof(s, KZ_PROF_NORM);
+        pre = norm_or_pre(s, &np, s->x, s->out, s->hn, ly->post_norm, E, n);
         s->ld1 = s->ld2 = (size_t)hp->n_ff;
         {
             const kz_wmat *w[] = {&ly->ffn_gate, &ly->ffn_up};
             float *y[] = {s->t1, s->t2};
             const size_t ld[] = {s->ld1, s->ld2};
-            mm_group(s, w, 2, s->hn, n, y, ld);
+            mm_group(s, w, 2, s->hn, n, y, ld, pre);
         }
         prof(s, KZ_PROF_FFN);
-        swiglu_task st = {s->t1, s->t2, s->ld1, s->ld2, hp->n_ff, n};
-        if ((long)n * hp->n_ff < KZ_SWIGLU_PAR_MIN) swiglu_fn(&st, 0, 1);
-        else run_task(s, swiglu_fn, &st);
-        prof(s, KZ_PROF_FFN_ACT);
-        mm(s, &ly->ffn_down, s->t1, n, s->out, (size_t)E);
+        if (n == 1 && !chunk_aborted(s)) { /* one token: the SwiGLU comes with the down projection's conversion */
+            kz_matmul_swiglu(s->pool, &ly->ffn_down, s->t1, s->t2, s->out, s->mm_work);
+        } else {
+            swiglu_task st = {s->t1, s->t2, s->ld1, s->ld2, hp->n_ff, n};
+            if ((long)n * hp->n_ff < KZ_SWIGLU_PAR_MIN) swiglu_fn(&st, 0, 1);
+            else run_task(s, swiglu_fn, &st);
+            prof(s, KZ_PROF_FFN_ACT);
+            mm(s, &ly->ffn_down, s->t1, n, s->out, (size_t)E);
+        }
         prof(s, KZ_PROF_FFN);
     }
     if (lout && lrow0 < n) {
         /* the last layer's residual add, only for the rows the LM head reads (x dies with the chunk) */
         const int nr = n - lrow0;
-        run_norm(s, s->x + (size_t)lrow0 * E, hp->n_layer > 0 ? s->out + (size_t)lrow0 * E : NULL, s->hn,
-                 m->output_norm, E, nr);
-        mm(s, &m->output, s->hn, nr, lout, (size_t)hp->n_vocab);
+        norm_pre np;
+        const kz_mm_pre *pre = norm_or_pre(s, &np, s->x + (size_t)lrow0 * E,
+                                           hp->n_layer > 0 ? s->out + (size_t)lrow0 * E : NULL, s->hn,
+                                           m->output_norm, E, nr);
+        if (nr == 1 && !chunk_aborted(s)) /* one row: its argmax comes along (greedy decoding) */
+            s->logits_argmax = kz_matmul_argmax(s->pool, &m->output, s->hn, lout, s->mm_work, pre);
+        else
+            mm(s, &m->output, s->hn, nr, lout, (size_t)hp->n_vocab);
         prof(s, KZ_PROF_HEAD);
     }
     KZ_ABORT_POINT /* a cancel during the LM head: its logits were skipped */
@@ -820,6 +909,7 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
             return -1;
         }
     }
+    s->logits_argmax = -1;
     if (s->prof_on) {
         s->prof_t = prof_now();
         s->prof.tokens += n;

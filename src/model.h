@@ -116,4 +116,7 @@ void kz_profile_print(const kz_profile *p, FILE *f);
 void kz_seq_set_abort(kz_seq *s, const atomic_int *flag);
 int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float *logits,
                int want_all, char *err, size_t errlen);
+/* kz_argmax of the last logits row the last kz_forward wrote, when it wrote one row (the LM head
+ * finds it as it writes the row: greedy decoding skips a scan of n_vocab floats); else -1. */
+int64_t kz_seq_logits_argmax(const kz_seq *s);
 #endif

@@ -55,6 +55,29 @@ void kz_matmul_abortable(kz_pool *pool, const kz_wmat *w, const float *x, int n_
 size_t kz_matmul_multi_work_bytes(const kz_wmat *const *w, int nw, int n_tok);
 void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, int n_tok, float *const *y,
                      const int64_t *ldy, void *work, const atomic_int *abort);
+/* A step that makes X, run by the calling thread at the start of a one-token dispatch (a decode
+ * step's RMSNorm, which ran alone before the dispatch while the other threads waited): they
+ * prefetch the first weights of their rows meanwhile, then all convert X as usual. Where the
+ * dispatch converts no X (one thread, F32 weights) fn just runs first. */
+typedef struct {
+    void (*fn)(void *arg);
+    void *arg;
+} kz_mm_pre;
+/* kz_matmul_multi of one token (row strides n_out) after pre (NULL: none) */
+void kz_matmul_multi_pre(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, float *const *y,
+                         void *work, const kz_mm_pre *pre);
+/* kz_matmul of one token (y: n_out floats, the same bits) that also returns kz_argmax(y, n_out):
+ * the first maximum, NaN never wins, 0 when no element is above -inf. Each thread finds it over
+ * the rows it has just written, while they are in its cache (a greedy decode step's LM head:
+ * the caller's scan of the 1 MB logits row, half of it in the other cores' caches, cost 0.2 ms
+ * a token on the Xeon host of 2026-12-05). */
+int64_t kz_matmul_argmax(kz_pool *pool, const kz_wmat *w, const float *x, float *y, void *work,
+                         const kz_mm_pre *pre); /* pre: as kz_matmul_multi_pre's */
+/* kz_matmul of one token on X = kz_swiglu(g, u) (n_in floats each), the same bits as kz_swiglu
+ * in place then kz_matmul: the SwiGLU is applied as the threads convert X at the start of the
+ * dispatch (a decode step's FFN down projection), not in a dispatch of its own. g may be
+ * overwritten with X. */
+void kz_matmul_swiglu(kz_pool *pool, const kz_wmat *w, float *g, const float *u, float *y, void *work);
 
 /* ---- kernel table (internal; the one place where per-ISA variants get selected) ----
  * One entry per compute type: block geometry, dequantize, quantize (the reference one, or a

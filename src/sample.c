@@ -128,6 +128,11 @@ static void select_top(const kz_cand *c, int n, int k, kz_cand *out) {
 }
 
 int32_t kz_sampler_sample(kz_sampler *s, const float *logits, const int32_t *hist, int n_hist) {
+    return kz_sampler_sample_hint(s, logits, hist, n_hist, -1);
+}
+
+int32_t kz_sampler_sample_hint(kz_sampler *s, const float *logits, const int32_t *hist, int n_hist,
+                               int64_t argmax) {
     const kz_sampler_params *p = &s->p;
     int V = s->n_vocab;
     /* penalties need a private copy; without them read the caller's logits directly */
@@ -140,6 +145,7 @@ int32_t kz_sampler_sample(kz_sampler *s, const float *logits, const int32_t *his
 
     if (p->temperature <= 0.0f) {
         s->n_cand = 0;
+        if (w == logits && argmax >= 0 && argmax < V) return (int32_t)argmax; /* no penalty moved it */
         return kz_argmax(w, V); /* first maximum; NaN never wins */
     }
 

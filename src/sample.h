@@ -42,6 +42,10 @@ void kz_sampler_set_params(kz_sampler *s, const kz_sampler_params *p);
 /* Pick a token from logits[n_vocab] (not modified). hist: tokens of the sequence so far (used by
  * the penalties; ids outside [0,n_vocab) are ignored). Returns the token id. */
 int32_t kz_sampler_sample(kz_sampler *s, const float *logits, const int32_t *hist, int n_hist);
+/* the same, given argmax = kz_argmax(logits, n_vocab) when known (else -1): greedy sampling
+ * without penalties returns it instead of scanning the logits */
+int32_t kz_sampler_sample_hint(kz_sampler *s, const float *logits, const int32_t *hist, int n_hist,
+                               int64_t argmax);
 
 /* --- exposed for tests --- */
 /* Apply the penalties of p to logits[n_vocab] in place (step 1 above). counts: scratch of

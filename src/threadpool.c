@@ -96,6 +96,21 @@ static void *worker_main(void *varg) {
     return NULL;
 }
 
+void kz_spin_wait(kz_spin *w) {
+    cpu_relax();
+    if ((++w->i & 63) == 0) {
+        const long t = now_ns();
+        if (!w->t0) w->t0 = t;
+        else if (t - w->t0 > KZ_SPIN_NS) sched_yield(); /* a preempted thread holds the wait up */
+    }
+}
+
+void kz_phase_wait(kz_phase *p, long n) {
+    /* what is left was taken by running threads (a waiter has taken all it could): a short wait */
+    kz_spin w = {0, 0};
+    while (atomic_load_explicit(&p->done, memory_order_acquire) < n) kz_spin_wait(&w);
+}
+
 int kz_num_cpus(void) {
 #ifdef CPU_COUNT
     cpu_set_t set;

@@ -75,5 +75,25 @@ static inline int kz_runs_next(kz_run *run, int n_runs, int ith, uint32_t div, i
         if (kz_run_take(&run[(ith + *k) % n_runs], 0, 1, c0, c1)) return 1;
     return 0;
 }
+/* Phase barrier inside one task: the items of a first phase are counted as they are finished,
+ * and a thread with nothing more to take waits until all n are done before its second phase
+ * (decode: the matmul's activation row converted by all threads, then read by all; the GDN
+ * conv, then the delta rule). Taken with kz_runs_next, a late thread's items go to the others
+ * (a thread woken from sleep does not hold them), so only items a running thread took are
+ * waited for. Set .done to 0 before kz_pool_run. */
+typedef struct {
+    _Alignas(64) atomic_long done;
+} kz_phase;
+/* k items finished: their writes become visible to the threads that kz_phase_wait */
+static inline void kz_phase_add(kz_phase *p, long k) { atomic_fetch_add_explicit(&p->done, k, memory_order_release); }
+void kz_phase_wait(kz_phase *p, long n);
+/* One step of a spin-wait inside a task: a pause (PAUSE / YIELD), and past the pool's spin budget
+ * a sched_yield, so that a preempted thread the waiter depends on gets the core back.
+ * kz_spin w = {0, 0}; while (!ready) kz_spin_wait(&w); */
+typedef struct {
+    unsigned i;
+    long t0;
+} kz_spin;
+void kz_spin_wait(kz_spin *w);
 int kz_num_cpus(void);
 #endif

@@ -10,6 +10,7 @@
 #include "cpu.h"
 #include "fp16.h"
 #include "kt.h"
+#include "ops.h"
 #include "quant.h"
 #include "quant_isa.h"
 #include "threadpool.h"
@@ -675,6 +676,219 @@ static void test_matmul_multi(void) {
     for (int i = 0; i < 2; i++) kz_pool_free(pools[i]);
 }
 
+/* kz_matmul_argmax: the same outputs as kz_matmul, and kz_argmax's index (first maximum, NaN
+ * never wins, 0 when nothing is above -inf) found by the threads over the rows they wrote, for
+ * 1..4 threads, on rows spread over many chunks (owner pieces and steals): random rows, the
+ * maximum's row copied to an earlier and a later row (a three-way tie: the first must win),
+ * NaN rows before and at the old maximum, two +inf rows, and all rows -inf. */
+static void test_matmul_argmax(void) {
+    static const uint32_t T[] = { KZ_T_Q4_0, KZ_T_F32, KZ_T_Q8_0 };
+    static const int NOUT[] = { 5003, 997, 2101 };
+    const int64_t n_in = 768;
+    kz_pool *pools[3] = { kz_pool_new(2), kz_pool_new(3), kz_pool_new(4) };
+    CHECK(pools[0] && pools[1] && pools[2]);
+    unsigned long long s = 4242;
+    int n_cases = 0;
+    float *x = malloc(sizeof(float) * n_in), *wf = malloc(sizeof(float) * n_in);
+    for (int ti = 0; ti < 3; ti++) {
+        const uint32_t t = T[ti];
+        const int n_out = NOUT[ti];
+        const size_t rb = kz_row_bytes(t, n_in);
+        uint8_t *data = malloc(rb * n_out), *pk = NULL;
+        float *ref = malloc(sizeof(float) * n_out), *y = malloc(sizeof(float) * n_out);
+        void *work = malloc(kz_matmul_work_bytes(&(kz_wmat){ .type = t, .n_in = n_in }, 1) + 1);
+        for (int sc = 0; sc < 5; sc++) {
+            if (sc == 4 && t != KZ_T_F32) continue; /* -inf rows: F32 weights */
+            kt_fill_row(x, n_in, &s);
+            if (sc == 4) for (int64_t i = 0; i < n_in; i++) x[i] = fabsf(x[i]) + 1.0f;
+            for (int o = 0; o < n_out; o++) {
+                kt_fill_row(wf, n_in, &s);
+                if (sc == 4) for (int64_t i = 0; i < n_in; i++) wf[i] = -INFINITY;
+                kz_quant_row(t, wf, data + (size_t)o * rb, n_in);
+            }
+            kz_wmat W = { .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data };
+            kz_matmul(NULL, &W, x, 1, ref, n_out, work);
+            const int m0 = kz_argmax(ref, n_out);
+            if (sc == 1) { /* the maximum's row also early and late: outputs tie, the first wins */
+                memcpy(data + (size_t)(m0 / 3) * rb, data + (size_t)m0 * rb, rb);
+                memcpy(data + (size_t)(m0 + (n_out - m0) / 2) * rb, data + (size_t)m0 * rb, rb);
+            } else if (sc == 2) { /* NaN rows: early ones and the old maximum */
+                for (int o = 0; o <= m0; o += 1 + m0 / 7) {
+                    if (t == KZ_T_F32) { const float nan = NAN; memcpy(data + (size_t)o * rb, &nan, 4); }
+                    else { const uint16_t h = 0x7e00; memcpy(data + (size_t)o * rb, &h, 2); }
+                }
+                if (t == KZ_T_F32) { const float nan = NAN; memcpy(data + (size_t)m0 * rb, &nan, 4); }
+                else { const uint16_t h = 0x7e00; memcpy(data + (size_t)m0 * rb, &h, 2); }
+            } else if (sc == 3) { /* two rows of +inf (F32: an infinite weight; else an infinite scale) */
+                for (int k = 0; k < 2; k++) {
+                    const int o = k ? n_out - 2 : n_out / 2 + 1;
+                    if (t == KZ_T_F32) {
+                        for (int64_t i = 0; i < n_in; i++) wf[i] = x[i] > 0 ? INFINITY : -INFINITY;
+                        memcpy(data + (size_t)o * rb, wf, rb);
+                    } else {
+                        kz_quant_row(t, x, data + (size_t)o * rb, n_in); /* q . x > 0 */
+                        const uint16_t h = 0x7c00;
+                        for (int64_t b = 0; b < n_in / 32; b++) memcpy(data + (size_t)o * rb + (size_t)b * kz_row_bytes(t, 32), &h, 2);
+                    }
+                }
+            }
+            if (t == KZ_T_Q4_0 && kz_gemm_p16_get()) { /* packed, all but a tail */
+                free(pk);
+                W.n_p16 = n_out - n_out % 16;
+                pk = malloc((size_t)(W.n_p16 / 16) * kz_pack16_group_bytes(n_in));
+                kz_pack16_q4_0(data, rb, W.n_p16, n_in, pk);
+                W.p16 = pk;
+            }
+            kz_matmul(NULL, &W, x, 1, ref, n_out, work);
+            const int want = kz_argmax(ref, n_out);
+            if (sc == 1) CHECKF(want == m0 / 3, "argmax setup: tie expected at %d, got %d", m0 / 3, want);
+            if (sc == 4) CHECKF(ref[0] == -INFINITY && want == 0, "argmax setup: -inf rows (%g, %d)", ref[0], want);
+            for (int pi = -1; pi < 3; pi++) {
+                for (int o = 0; o < n_out; o++) y[o] = -12345.0f;
+                const int64_t got = kz_matmul_argmax(pi < 0 ? NULL : pools[pi], &W, x, y, work, NULL);
+                CHECKF(memcmp(y, ref, sizeof(float) * n_out) == 0, "matmul_argmax type %u case %d threads %d: outputs differ from kz_matmul", t, sc, pi + 2);
+                CHECKF(got == want, "matmul_argmax type %u case %d threads %d: index %lld, kz_argmax %d", t, sc, pi + 2, (long long)got, want);
+                n_cases++;
+            }
+        }
+        free(data); free(pk); free(ref); free(y); free(work);
+    }
+    free(x); free(wf);
+    printf("  matmul_argmax: %d (type, case, threads) cases equal to kz_matmul + kz_argmax\n", n_cases);
+    for (int i = 0; i < 3; i++) kz_pool_free(pools[i]);
+}
+
+/* kz_matmul_swiglu: the same outputs as kz_swiglu in place then kz_matmul, bit for bit, for
+ * 1..4 threads; activation types Q8_0 (Q4_0 packed + tail, Q8_0 rows), Q8_K (Q4_K), F16 and
+ * F32 (no conversion: SwiGLU first), rows whose length is not a multiple of the conversion
+ * chunk (800 = 3 x 256 + 32; F32 801, a scalar tail) */
+static void test_matmul_swiglu(void) {
+    static const uint32_t T[] = { KZ_T_Q4_0, KZ_T_Q8_0, KZ_T_Q4_K, KZ_T_F16, KZ_T_F32 };
+    static const int NIN[] = { 800, 800, 768, 800, 801 };
+    kz_pool *pools[3] = { kz_pool_new(2), kz_pool_new(3), kz_pool_new(4) };
+    CHECK(pools[0] && pools[1] && pools[2]);
+    unsigned long long s = 99;
+    int n_cases = 0;
+    for (int ti = 0; ti < 5; ti++) {
+        const uint32_t t = T[ti];
+        const int64_t n_in = NIN[ti], n_out = 1061;
+        const size_t rb = kz_row_bytes(t, n_in);
+        uint8_t *data = malloc(rb * n_out), *pk = NULL;
+        float *wf = malloc(sizeof(float) * n_in), *g = malloc(sizeof(float) * n_in), *u = malloc(sizeof(float) * n_in);
+        float *x = malloc(sizeof(float) * n_in), *ref = malloc(sizeof(float) * n_out), *y = malloc(sizeof(float) * n_out);
+        for (int o = 0; o < n_out; o++) {
+            kt_fill_row(wf, n_in, &s);
+            kz_quant_row(t, wf, data + (size_t)o * rb, n_in);
+        }
+        kz_wmat W = { .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data };
+        if (t == KZ_T_Q4_0 && kz_gemm_p16_get()) {
+            W.n_p16 = n_out - n_out % 16;
+            pk = malloc((size_t)(W.n_p16 / 16) * kz_pack16_group_bytes(n_in));
+            kz_pack16_q4_0(data, rb, W.n_p16, n_in, pk);
+            W.p16 = pk;
+        }
+        void *work = malloc(kz_matmul_work_bytes(&W, 1) + 1);
+        kt_fill_row(g, n_in, &s);
+        kt_fill_row(u, n_in, &s);
+        memcpy(x, g, sizeof(float) * n_in);
+        kz_swiglu(x, u, (int)n_in);
+        kz_matmul(NULL, &W, x, 1, ref, n_out, work);
+        for (int pi = -1; pi < 3; pi++) {
+            float *gc = malloc(sizeof(float) * n_in);
+            memcpy(gc, g, sizeof(float) * n_in);
+            for (int o = 0; o < n_out; o++) y[o] = -12345.0f;
+            kz_matmul_swiglu(pi < 0 ? NULL : pools[pi], &W, gc, u, y, work);
+            CHECKF(memcmp(y, ref, sizeof(float) * n_out) == 0, "matmul_swiglu type %u threads %d: outputs differ from kz_swiglu + kz_matmul", t, pi + 2);
+            free(gc);
+            n_cases++;
+        }
+        free(data); free(pk); free(wf); free(g); free(u); free(x); free(ref); free(y); free(work);
+    }
+    printf("  matmul_swiglu: %d (type, threads) cases equal to kz_swiglu + kz_matmul\n", n_cases);
+    for (int i = 0; i < 3; i++) kz_pool_free(pools[i]);
+}
+
+/* kz_matmul_multi_pre: the pre step writes X (here: copies it in from another row) and every
+ * thread reads it only after (the others prefetch meanwhile): outputs equal kz_matmul on the
+ * final X for 1..4 threads, for a group that converts X (Q4_0 packed + F32) and one that does
+ * not (F32 only: pre runs first), and kz_matmul_argmax with a pre step */
+typedef struct {
+    float *x;
+    const float *src;
+    int64_t n;
+    int calls;
+} pre_copy;
+static void pre_copy_fn(void *arg) {
+    pre_copy *p = arg;
+    /* slow on purpose (~0.1 ms): a thread that read X before the step ends would see NaN */
+    volatile double sink = 0;
+    for (int k = 0; k < 200000; k++) sink = sink + 1e-9 * k;
+    memcpy(p->x, p->src, sizeof(float) * p->n);
+    p->calls++;
+}
+static void test_matmul_pre(void) {
+    const int64_t n_in = 800;
+    kz_pool *pools[3] = { kz_pool_new(2), kz_pool_new(3), kz_pool_new(4) };
+    CHECK(pools[0] && pools[1] && pools[2]);
+    unsigned long long s = 31337;
+    static const uint32_t GT[2][2] = { { KZ_T_Q4_0, KZ_T_F32 }, { KZ_T_F32, KZ_T_F32 } };
+    static const int NOUT[2] = { 2085, 77 };
+    int n_cases = 0;
+    float *wf = malloc(sizeof(float) * n_in), *src = malloc(sizeof(float) * n_in), *x = malloc(sizeof(float) * n_in);
+    kt_fill_row(src, n_in, &s);
+    for (int g = 0; g < 2; g++) {
+        kz_wmat W[2];
+        const kz_wmat *wp[2];
+        uint8_t *data[2], *pk = NULL;
+        float *ref[2], *y[2];
+        for (int i = 0; i < 2; i++) {
+            const uint32_t t = GT[g][i];
+            const int n_out = NOUT[(i + g) % 2];
+            const size_t rb = kz_row_bytes(t, n_in);
+            data[i] = malloc(rb * n_out);
+            for (int o = 0; o < n_out; o++) {
+                kt_fill_row(wf, n_in, &s);
+                kz_quant_row(t, wf, data[i] + (size_t)o * rb, n_in);
+            }
+            W[i] = (kz_wmat){ .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data[i] };
+            if (t == KZ_T_Q4_0 && kz_gemm_p16_get()) {
+                W[i].n_p16 = n_out - n_out % 16;
+                pk = malloc((size_t)(W[i].n_p16 / 16) * kz_pack16_group_bytes(n_in));
+                kz_pack16_q4_0(data[i], rb, W[i].n_p16, n_in, pk);
+                W[i].p16 = pk;
+            }
+            wp[i] = &W[i];
+            ref[i] = malloc(sizeof(float) * n_out);
+            y[i] = malloc(sizeof(float) * n_out);
+        }
+        void *work = malloc(kz_matmul_multi_work_bytes(wp, 2, 1) + 64 + (size_t)n_in);
+        for (int i = 0; i < 2; i++) kz_matmul(NULL, &W[i], src, 1, ref[i], W[i].n_out, work);
+        for (int pi = -1; pi < 3; pi++) {
+            for (int64_t e = 0; e < n_in; e++) x[e] = NAN; /* read before pre: NaN outputs */
+            pre_copy pc = { x, src, n_in, 0 };
+            const kz_mm_pre pre = { pre_copy_fn, &pc };
+            for (int i = 0; i < 2; i++)
+                for (int64_t o = 0; o < W[i].n_out; o++) y[i][o] = -12345.0f;
+            kz_matmul_multi_pre(pi < 0 ? NULL : pools[pi], wp, 2, x, y, work, &pre);
+            int bad = 0;
+            for (int i = 0; i < 2; i++) bad += memcmp(y[i], ref[i], sizeof(float) * W[i].n_out) != 0;
+            CHECKF(bad == 0 && pc.calls == 1, "matmul_multi_pre group %d threads %d: %d outputs differ, pre ran %d times", g, pi + 2, bad, pc.calls);
+            /* the argmax entry with a pre step, on the first matrix */
+            for (int64_t e = 0; e < n_in; e++) x[e] = NAN;
+            pc.calls = 0;
+            const int64_t a = kz_matmul_argmax(pi < 0 ? NULL : pools[pi], &W[0], x, y[0], work, &pre);
+            CHECKF(pc.calls == 1 && memcmp(y[0], ref[0], sizeof(float) * W[0].n_out) == 0 && a == kz_argmax(ref[0], (int)W[0].n_out),
+                   "matmul_argmax with pre, group %d threads %d", g, pi + 2);
+            n_cases++;
+        }
+        for (int i = 0; i < 2; i++) { free(data[i]); free(ref[i]); free(y[i]); }
+        free(pk); free(work);
+    }
+    free(wf); free(src); free(x);
+    printf("  matmul_multi_pre: %d (group, threads) cases equal to kz_matmul after the pre step\n", n_cases);
+    for (int i = 0; i < 3; i++) kz_pool_free(pools[i]);
+}
+
 int main(void) {
     test_fp16();
     test_known();
@@ -685,5 +899,8 @@ int main(void) {
     test_matmul_p16();
     test_p16_kernels();
     test_matmul_multi();
+    test_matmul_argmax();
+    test_matmul_swiglu();
+    test_matmul_pre();
     KT_END();
 }

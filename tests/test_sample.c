@@ -70,6 +70,16 @@ static void test_greedy(void) {
     /* NaN never wins */
     l[100] = NAN;
     CHECK(kz_sampler_sample(s, l, NULL, 0) == 200);
+    /* the caller's argmax (the LM head's, kz_matmul_argmax) is taken as given without penalties,
+     * -1 or out of range means none */
+    CHECK(kz_sampler_sample_hint(s, l, NULL, 0, 200) == 200);
+    CHECK(kz_sampler_sample_hint(s, l, NULL, 0, -1) == 200);
+    CHECK(kz_sampler_sample_hint(s, l, NULL, 0, V) == 200);
+    /* with a penalty the logits it was found on are not the ones sampled: it is not used */
+    p.repeat_penalty = 4.0f;
+    kz_sampler_set_params(s, &p);
+    const int32_t hist[] = { 200 };
+    CHECK(kz_sampler_sample_hint(s, l, hist, 1, 200) == 500);
     kz_sampler_free(s);
 
     /* top-k = 1 with temperature > 0 is greedy whatever the seed */
