@@ -118,7 +118,9 @@ kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa);
 /* The one-token case of a level's p16 gemm split in two, where the kernel needs a per-block
  * term of the activation row (AVX-512: VPDPBUSD multiplies unsigned nibbles, so each block's
  * dot is corrected by -8 x the sum of its quants): prep computes those n / 32 int32 once per
- * activation row, gemv takes them - the same outputs as the gemm with n_tok = 1, bit for bit.
+ * activation row (each from its own block, so a row can be prepared in pieces: kz_matmul's
+ * threads do it share by share), gemv takes them - the same outputs as the gemm with n_tok = 1,
+ * bit for bit.
  * Both NULL where the level's kernel has no such term. */
 typedef struct {
     void (*prep)(const void *act, int64_t n, int32_t *aux);
