@@ -395,7 +395,7 @@ static void run_norm(kz_seq *s, float *src, const float *add, float *dst, const 
 
 /* A one-row norm handed to the dispatch of the matmul group that reads its output (kz_mm_pre:
  * the caller runs it there while the other threads prefetch their first weights, instead of
- * alone before the dispatch while they wait), where the pool has other threads */
+ * alone before the dispatch while they wait; with no other threads it simply runs first) */
 typedef struct {
     kz_seq *s;
     norm_task t;
@@ -406,10 +406,10 @@ static void norm_pre_fn(void *arg) {
     norm_fn(&p->t, 0, 1);
     prof(p->s, KZ_PROF_NORM);
 }
-/* run_norm for rows > 1 or a pool of one (returns NULL), else the norm as np->pre */
+/* run_norm for rows > 1 or a cancelled chunk (returns NULL), else the norm as np->pre */
 static const kz_mm_pre *norm_or_pre(kz_seq *s, norm_pre *np, float *src, const float *add, float *dst,
                                     const float *w, int n, int rows) {
-    if (rows != 1 || kz_pool_size(s->pool) < 2 || chunk_aborted(s)) {
+    if (rows != 1 || chunk_aborted(s)) {
         run_norm(s, src, add, dst, w, n, rows);
         prof(s, KZ_PROF_NORM);
         return NULL;
@@ -581,6 +581,7 @@ typedef struct {
     int n_runs; /* work items (conv units, value heads) in one run per thread */
     kz_run run[KZ_RUNS_MAX];
     kz_run run2[KZ_RUNS_MAX]; /* one dispatch (gdn_step_fn): the value heads' runs */
+    long in_units;            /* conv units: q and k heads, then v heads */
     kz_phase in_done;         /* one dispatch: conv units + the gates finished */
 } gdn_task;
 
@@ -680,9 +681,8 @@ static void gdn_core_fn(void *arg, int ith, int nth) {
 static void gdn_step_fn(void *arg, int ith, int nth) {
     (void)nth;
     gdn_task *a = arg;
-    const kz_hparams *hp = &a->s->m->hp;
     gdn_in_part(a, ith, &a->in_done);
-    kz_phase_wait(&a->in_done, 2L * hp->ssm_n_k_heads + hp->ssm_n_v_heads + 1);
+    kz_phase_wait(&a->in_done, a->in_units + 1);
     if (ith == 0) prof(a->s, KZ_PROF_GDN_CONV); /* the caller's clock (prof is caller-only) */
     gdn_core_part(a, a->run2, ith);
 }
@@ -759,7 +759,8 @@ static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm
 static void layer_gdn(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
     const kz_hparams *hp = &s->m->hp;
     const size_t Hv = (size_t)hp->ssm_n_v_heads;
-    gdn_task gt = {.s = s, .ly = ly, .conv_state = s->conv_state + (size_t)ly->state_idx * s->conv_per_layer,
+    gdn_task gt = {.s = s, .ly = ly, .in_units = 2L * hp->ssm_n_k_heads + (long)Hv,
+                   .conv_state = s->conv_state + (size_t)ly->state_idx * s->conv_per_layer,
                    .ssm_state = s->ssm_state + (size_t)ly->state_idx * s->ssm_per_layer, .n = n};
     s->ld1 = s->ld3 = (size_t)hp->ssm_conv_dim;
     s->ld2 = s->ld4 = (size_t)hp->ssm_d_inner;
@@ -770,7 +771,7 @@ static void layer_gdn(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre
         mm_group(s, w, 4, s->hn, n, y, ld, pre);
     }
     prof(s, KZ_PROF_GDN_PROJ);
-    gdn_runs_set(&gt, 2L * hp->ssm_n_k_heads + (long)Hv, kz_pool_size(s->pool));
+    gdn_runs_set(&gt, gt.in_units, kz_pool_size(s->pool));
     if (n == 1) { /* conv + q/k norms + gates, then delta rule + gated norm, one dispatch */
         kz_runs_split(gt.run2, gt.n_runs, (long)Hv);
         atomic_init(&gt.in_done.done, 0);

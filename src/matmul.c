@@ -89,6 +89,11 @@ static void conv_task(void *arg, int ith, int nth) {
     conv_chunks(t, lo, hi);
 }
 
+/* where row r0 (a multiple of 16 below n_p16) starts in w's packed copy */
+static const uint8_t *p16_rows(const kz_wmat *w, int64_t r0) {
+    return (const uint8_t *)w->p16 + (size_t)(r0 / 16) * kz_pack16_group_bytes(w->n_in);
+}
+
 /* One kernel call on rows [r0, r0 + nr) x tokens [t0, t0 + nt): the packed kernel for rows
  * below w->n_p16 (whole 16-row groups), the row kernel on w->data otherwise. */
 static void dot_block(const mm_task *t, int packed, int64_t r0, int64_t nr, int t0, int nt) {
@@ -96,11 +101,9 @@ static void dot_block(const mm_task *t, int packed, int64_t r0, int64_t nr, int 
     const uint8_t *a = t->act + (size_t)t0 * t->act_rb;
     float *y = t->y + (int64_t)t0 * t->ldy + r0;
     if (packed && t->aux)
-        t->gv.gemv(w->n_in, (const uint8_t *)w->p16 + (size_t)(r0 / 16) * kz_pack16_group_bytes(w->n_in), nr, a,
-                   t->aux, y);
+        t->gv.gemv(w->n_in, p16_rows(w, r0), nr, a, t->aux, y);
     else if (packed)
-        t->p16(w->n_in, (const uint8_t *)w->p16 + (size_t)(r0 / 16) * kz_pack16_group_bytes(w->n_in), nr, a,
-               t->act_rb, nt, y, t->ldy);
+        t->p16(w->n_in, p16_rows(w, r0), nr, a, t->act_rb, nt, y, t->ldy);
     else
         t->wt->gemm(w->n_in, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, a, t->act_rb,
                     nt, y, t->ldy);
@@ -153,7 +156,6 @@ typedef struct {
     int n_runs;
     int conv_in;                 /* one token: X converted at the start of the dispatch (else before it) */
     int64_t conv_total;          /* conversion chunks of all converting matrices */
-    kz_p16_gemv gv;
     int argmax;                  /* kz_matmul_argmax: threads track the first maximum of the rows they write */
     _Atomic uint64_t best;       /* the largest argmax_key of any thread, 0: no element above -inf yet */
     kz_phase conv;               /* conversion chunks finished */
@@ -222,7 +224,7 @@ static void conv_range(const mm_multi *mt, int64_t lo, int64_t hi) {
         conv_chunks(t, lo, e);
         if (t->aux_need) {
             const int64_t e0 = lo * CONV_CHUNK, e1 = e * CONV_CHUNK < t->w->n_in ? e * CONV_CHUNK : t->w->n_in;
-            mt->gv.prep(t->act + (size_t)(e0 / t->at->blck) * t->at->bytes, e1 - e0, t->aux_room + e0 / 32);
+            t->gv.prep(t->act + (size_t)(e0 / t->at->blck) * t->at->bytes, e1 - e0, t->aux_room + e0 / 32);
         }
         lo = 0, hi -= t->n_chunk;
     }
@@ -241,9 +243,8 @@ static void pre_prefetch(mm_multi *mt, int ith) {
             const mm_task *t = &mt->t[i];
             const int64_t r = (c - mt->ccum[i]) * mt->cu[i] * mt->unit[i];
             if (t->p16 && r < t->w->n_p16) {
-                const size_t gb = kz_pack16_group_bytes(t->w->n_in);
-                p = (const char *)t->w->p16 + (size_t)(r / 16) * gb;
-                end = (const char *)t->w->p16 + (size_t)(t->w->n_p16 / 16) * gb;
+                p = (const char *)p16_rows(t->w, r);
+                end = (const char *)p16_rows(t->w, t->w->n_p16);
             } else {
                 p = (const char *)t->w->data + (size_t)r * t->w->row_bytes;
                 end = (const char *)t->w->data + (size_t)t->w->n_out * t->w->row_bytes;
@@ -378,7 +379,6 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
     int n_conv = 0;
     const kz_gemm_p16_fn p16 = kz_gemm_p16_get();
     const kz_p16_gemv gv = n_tok == 1 ? kz_p16_gemv_get_isa((int)kz_isa_active()) : (kz_p16_gemv){NULL, NULL, 16};
-    mt.gv = gv;
     for (int i = 0; i < nw; i++) {
         const kz_wmat *wi = w[i];
         const kz_qtraits *wt = kz_qtraits_get(wi->type);
@@ -439,19 +439,19 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
         mt.ccum[mt.n + 1] = mt.ccum[mt.n] + (nu + cu - 1) / cu;
         mt.n++;
     }
-    if (!mt.n || !(n_conv && n_tok == 1 && nth > 1)) { /* no conversion in the dispatch: pre first */
-        if (pre) pre->fn(pre->arg);
+    mt.conv_in = mt.n && n_conv && n_tok == 1 && nth > 1;
+    if (!mt.conv_in && pre) { /* no conversion in the dispatch: pre first */
+        pre->fn(pre->arg);
         pre = NULL;
     }
     if (!mt.n) return 0;
-    if (n_conv && n_tok == 1 && nth > 1) {
+    if (mt.conv_in) {
         /* one token: the threads convert X at the start of the dispatch, each its own even
          * share first (after a parallel step split the same way, the part it wrote itself),
          * instead of the caller alone before it while the others wait: that took 0.46 ms of a
          * 4B decode step on the Xeon host of 2026-12-05 (3.6 us a dispatch; 2.3 us for a row
          * of 2560 that the quantizer converts in 0.9 us in a loop on hot data) */
         for (int i = 0; i < mt.n; i++) mt.conv_total += mt.t[i].n_chunk;
-        mt.conv_in = 1;
         mt.pre = pre;
         atomic_init(&mt.pre_done, 0);
         kz_runs_split(mt.conv_run, nth < KZ_RUNS_MAX ? nth : KZ_RUNS_MAX, (long)mt.conv_total);

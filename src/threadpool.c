@@ -53,17 +53,22 @@ static long now_ns(void) {
     return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
+/* 1 once a spin-wait has run past KZ_SPIN_NS (the clock read every 64 calls); w = {0, 0} at
+ * the start of the wait */
+static int spin_spent(kz_spin *w) {
+    if ((++w->i & 63) != 0) return 0;
+    const long t = now_ns();
+    if (!w->t0) w->t0 = t;
+    else if (t - w->t0 > KZ_SPIN_NS) return 1;
+    return 0;
+}
+
 /* spin until *gen != seen or the budget is spent; returns the generation seen last */
 static unsigned spin_gen(struct kz_pool *p, unsigned seen) {
-    long t0 = 0;
-    for (unsigned i = 1;; i++) {
+    kz_spin w = {0, 0};
+    for (;;) {
         unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
-        if (g != seen) return g;
-        if ((i & 63) == 0) {
-            long t = now_ns();
-            if (!t0) t0 = t;
-            else if (t - t0 > KZ_SPIN_NS) return g;
-        }
+        if (g != seen || spin_spent(&w)) return g;
         cpu_relax();
     }
 }
@@ -98,11 +103,7 @@ static void *worker_main(void *varg) {
 
 void kz_spin_wait(kz_spin *w) {
     cpu_relax();
-    if ((++w->i & 63) == 0) {
-        const long t = now_ns();
-        if (!w->t0) w->t0 = t;
-        else if (t - w->t0 > KZ_SPIN_NS) sched_yield(); /* a preempted thread holds the wait up */
-    }
+    if (spin_spent(w)) sched_yield(); /* a preempted thread holds the wait up */
 }
 
 void kz_phase_wait(kz_phase *p, long n) {
@@ -208,24 +209,20 @@ void kz_pool_run(kz_pool *p, kz_task_fn fn, void *arg) {
     fn(arg, 0, p->n);
 
     /* wait for the workers: spin briefly, then block */
-    long t0 = 0;
-    for (unsigned i = 1; atomic_load_explicit(&p->pending, memory_order_acquire) != 0; i++) {
-        if ((i & 63) == 0) {
-            long t = now_ns();
-            if (!t0) t0 = t;
-            else if (t - t0 > KZ_SPIN_NS) {
-                pthread_mutex_lock(&p->mu);
-                /* an exchange, not a store: the announcement must be globally visible before
-                 * pending is read again (store-then-load, the one pattern TSO reorders). A seq_cst
-                 * store is enough in C11, but under qemu-user on an x86-64 host a stlr/ldar pair
-                 * was seen to lose this wakeup (1 run in ~10 of test_repack hung); the
-                 * read-modify-write is a full barrier everywhere */
-                atomic_exchange(&p->main_sleep, 1);
-                while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->cv_done, &p->mu);
-                atomic_store(&p->main_sleep, 0);
-                pthread_mutex_unlock(&p->mu);
-                break;
-            }
+    kz_spin w = {0, 0};
+    while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0) {
+        if (spin_spent(&w)) {
+            pthread_mutex_lock(&p->mu);
+            /* an exchange, not a store: the announcement must be globally visible before
+             * pending is read again (store-then-load, the one pattern TSO reorders). A seq_cst
+             * store is enough in C11, but under qemu-user on an x86-64 host a stlr/ldar pair
+             * was seen to lose this wakeup (1 run in ~10 of test_repack hung); the
+             * read-modify-write is a full barrier everywhere */
+            atomic_exchange(&p->main_sleep, 1);
+            while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->cv_done, &p->mu);
+            atomic_store(&p->main_sleep, 0);
+            pthread_mutex_unlock(&p->mu);
+            break;
         }
         cpu_relax();
     }

@@ -601,6 +601,17 @@ static void test_p16_kernels(void) {
     }
 }
 
+/* Q4_0 matrix W, where a packed kernel exists: all its rows but a tail of n_out % 16 copied
+ * into the 16-row layout (W->p16, W->n_p16); returns that copy (free it), else NULL */
+static uint8_t *pack_all_but_tail(kz_wmat *W) {
+    if (W->type != KZ_T_Q4_0 || !kz_gemm_p16_get()) return NULL;
+    W->n_p16 = W->n_out - W->n_out % 16;
+    uint8_t *pk = malloc((size_t)(W->n_p16 / 16) * kz_pack16_group_bytes(W->n_in));
+    kz_pack16_q4_0(W->data, W->row_bytes, W->n_p16, W->n_in, pk);
+    W->p16 = pk;
+    return pk;
+}
+
 /* kz_matmul_multi: a group of matrices of mixed types on one X (shared activation conversion,
  * one dispatch, rows split by bytes) gives every output bit for bit as kz_matmul of each alone,
  * padding untouched, for 1..3 threads, decode and prefill sizes, packed and plain rows */
@@ -631,13 +642,7 @@ static void test_matmul_multi(void) {
                 kz_quant_row(t, wf, data[i] + o * rb, n_in);
             }
             W[i] = (kz_wmat){ .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data[i] };
-            if (t == KZ_T_Q4_0 && i == 0 && kz_gemm_p16_get()) { /* first Q4_0 matrix packed (all but a tail) */
-                const int n_p16 = n_out - n_out % 16;
-                pk[i] = malloc((size_t)(n_p16 / 16) * kz_pack16_group_bytes(n_in));
-                kz_pack16_q4_0(data[i], rb, n_p16, n_in, pk[i]);
-                W[i].p16 = pk[i];
-                W[i].n_p16 = n_p16;
-            }
+            if (i == 0) pk[i] = pack_all_but_tail(&W[i]); /* the first matrix, where it is Q4_0 */
             wp[i] = &W[i];
         }
         for (size_t ki = 0; ki < 3; ki++) {
@@ -732,13 +737,8 @@ static void test_matmul_argmax(void) {
                     }
                 }
             }
-            if (t == KZ_T_Q4_0 && kz_gemm_p16_get()) { /* packed, all but a tail */
-                free(pk);
-                W.n_p16 = n_out - n_out % 16;
-                pk = malloc((size_t)(W.n_p16 / 16) * kz_pack16_group_bytes(n_in));
-                kz_pack16_q4_0(data, rb, W.n_p16, n_in, pk);
-                W.p16 = pk;
-            }
+            free(pk);
+            pk = pack_all_but_tail(&W);
             kz_matmul(NULL, &W, x, 1, ref, n_out, work);
             const int want = kz_argmax(ref, n_out);
             if (sc == 1) CHECKF(want == m0 / 3, "argmax setup: tie expected at %d, got %d", m0 / 3, want);
@@ -781,12 +781,7 @@ static void test_matmul_swiglu(void) {
             kz_quant_row(t, wf, data + (size_t)o * rb, n_in);
         }
         kz_wmat W = { .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data };
-        if (t == KZ_T_Q4_0 && kz_gemm_p16_get()) {
-            W.n_p16 = n_out - n_out % 16;
-            pk = malloc((size_t)(W.n_p16 / 16) * kz_pack16_group_bytes(n_in));
-            kz_pack16_q4_0(data, rb, W.n_p16, n_in, pk);
-            W.p16 = pk;
-        }
+        pk = pack_all_but_tail(&W);
         void *work = malloc(kz_matmul_work_bytes(&W, 1) + 1);
         kt_fill_row(g, n_in, &s);
         kt_fill_row(u, n_in, &s);
@@ -851,12 +846,7 @@ static void test_matmul_pre(void) {
                 kz_quant_row(t, wf, data[i] + (size_t)o * rb, n_in);
             }
             W[i] = (kz_wmat){ .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data[i] };
-            if (t == KZ_T_Q4_0 && kz_gemm_p16_get()) {
-                W[i].n_p16 = n_out - n_out % 16;
-                pk = malloc((size_t)(W[i].n_p16 / 16) * kz_pack16_group_bytes(n_in));
-                kz_pack16_q4_0(data[i], rb, W[i].n_p16, n_in, pk);
-                W[i].p16 = pk;
-            }
+            if (t == KZ_T_Q4_0) pk = pack_all_but_tail(&W[i]);
             wp[i] = &W[i];
             ref[i] = malloc(sizeof(float) * n_out);
             y[i] = malloc(sizeof(float) * n_out);
