@@ -245,6 +245,17 @@ static void head_plain(float *M, int dk, int dv, const float *kt, const float *q
 #ifndef KZ_GDN_PF
 #define KZ_GDN_PF 8
 #endif
+/* and a second prefetch, into L2, KZ_GDN_PF_L2 rows ahead (16 KiB at dk = 128; 0 = off): the L1
+ * lead alone keeps too few lines in flight for a stream that is read and written back (one
+ * core's fill buffers hold the L1 prefetches until their lines arrive). Xeon host of
+ * 2026-12-05, 24 layers' states cold, 16 heads a thread (a scratch microbenchmark): one thread
+ * 69-72 us a layer against 76-80 without, two threads 66-71 against 74-76 (AVX2: 70-80 against
+ * 78-90; a plain read + write pass over the same bytes: 62 / 64); L2 leads of 48 and 64 rows
+ * the same, L1 leads of 4 or 16 rows no better. In the 4B decode (`kazeia bench --profile`,
+ * depth 512) the GDN core went from 2.25-2.27 to 1.87-1.94 ms a token. */
+#ifndef KZ_GDN_PF_L2
+#define KZ_GDN_PF_L2 32
+#endif
 
 /* The SIMD heads (dk % 16 == 0) are software-pipelined: row r's update + read-out runs in the
  * same loop as row r + 1's dot (of its old values), so two sum chains are in flight; on the
@@ -285,6 +296,9 @@ T_GDN512 static void head_avx512(float *M, int dk, int dv, const float *kt, cons
             /* one per 64-byte line; past the last row it touches the next head (never faults) */
             _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF * dk + i), _MM_HINT_T0);
 #endif
+#if KZ_GDN_PF_L2
+            _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF_L2 * dk + i), _MM_HINT_T1);
+#endif
             const __m512 k = _mm512_loadu_ps(kt + i);
             const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(row + i), dec, _mm512_mul_ps(d, k));
             _mm512_storeu_ps(row + i, x);
@@ -314,6 +328,9 @@ T_GDN256 static void head_avx2(float *M, int dk, int dv, const float *kt, const 
         for (int i = 0; i < dk; i += 16) {
 #if KZ_GDN_PF
             _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF * dk + i), _MM_HINT_T0);
+#endif
+#if KZ_GDN_PF_L2
+            _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF_L2 * dk + i), _MM_HINT_T1);
 #endif
             const __m256 k0 = _mm256_loadu_ps(kt + i), k1 = _mm256_loadu_ps(kt + i + 8);
             const __m256 x0 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i), dec, _mm256_mul_ps(d, k0));
