@@ -601,6 +601,19 @@ static void test_p16_kernels(void) {
     }
 }
 
+/* a matrix of n_out random rows (kt_fill_row, then kz_quant_row to type t; wf: n_in floats of
+ * scratch) in *W; returns its data, the caller's to free */
+static uint8_t *random_wmat(kz_wmat *W, uint32_t t, int64_t n_in, int64_t n_out, float *wf, unsigned long long *s) {
+    const size_t rb = kz_row_bytes(t, n_in);
+    uint8_t *data = malloc(rb * (size_t)n_out);
+    for (int64_t o = 0; o < n_out; o++) {
+        kt_fill_row(wf, n_in, s);
+        kz_quant_row(t, wf, data + (size_t)o * rb, n_in);
+    }
+    *W = (kz_wmat){ .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data };
+    return data;
+}
+
 /* Q4_0 matrix W, where a packed kernel exists: all its rows but a tail of n_out % 16 copied
  * into the 16-row layout (W->p16, W->n_p16); returns that copy (free it), else NULL */
 static uint8_t *pack_all_but_tail(kz_wmat *W) {
@@ -633,15 +646,7 @@ static void test_matmul_multi(void) {
         uint8_t *data[4], *pk[4] = { NULL };
         float *wf = malloc(sizeof(float) * n_in);
         for (int i = 0; i < GN[g]; i++) {
-            const uint32_t t = GT[g][i];
-            const int n_out = NOUT[(i + g) % 4];
-            const size_t rb = kz_row_bytes(t, n_in);
-            data[i] = malloc(rb * n_out);
-            for (int o = 0; o < n_out; o++) {
-                kt_fill_row(wf, n_in, &s);
-                kz_quant_row(t, wf, data[i] + o * rb, n_in);
-            }
-            W[i] = (kz_wmat){ .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data[i] };
+            data[i] = random_wmat(&W[i], GT[g][i], n_in, NOUT[(i + g) % 4], wf, &s);
             if (i == 0) pk[i] = pack_all_but_tail(&W[i]); /* the first matrix, where it is Q4_0 */
             wp[i] = &W[i];
         }
@@ -772,16 +777,10 @@ static void test_matmul_swiglu(void) {
     for (int ti = 0; ti < 5; ti++) {
         const uint32_t t = T[ti];
         const int64_t n_in = NIN[ti], n_out = 1061;
-        const size_t rb = kz_row_bytes(t, n_in);
-        uint8_t *data = malloc(rb * n_out), *pk = NULL;
         float *wf = malloc(sizeof(float) * n_in), *g = malloc(sizeof(float) * n_in), *u = malloc(sizeof(float) * n_in);
         float *x = malloc(sizeof(float) * n_in), *ref = malloc(sizeof(float) * n_out), *y = malloc(sizeof(float) * n_out);
-        for (int o = 0; o < n_out; o++) {
-            kt_fill_row(wf, n_in, &s);
-            kz_quant_row(t, wf, data + (size_t)o * rb, n_in);
-        }
-        kz_wmat W = { .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data };
-        pk = pack_all_but_tail(&W);
+        kz_wmat W;
+        uint8_t *data = random_wmat(&W, t, n_in, n_out, wf, &s), *pk = pack_all_but_tail(&W);
         void *work = malloc(kz_matmul_work_bytes(&W, 1) + 1);
         kt_fill_row(g, n_in, &s);
         kt_fill_row(u, n_in, &s);
@@ -837,19 +836,11 @@ static void test_matmul_pre(void) {
         uint8_t *data[2], *pk = NULL;
         float *ref[2], *y[2];
         for (int i = 0; i < 2; i++) {
-            const uint32_t t = GT[g][i];
-            const int n_out = NOUT[(i + g) % 2];
-            const size_t rb = kz_row_bytes(t, n_in);
-            data[i] = malloc(rb * n_out);
-            for (int o = 0; o < n_out; o++) {
-                kt_fill_row(wf, n_in, &s);
-                kz_quant_row(t, wf, data[i] + (size_t)o * rb, n_in);
-            }
-            W[i] = (kz_wmat){ .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data[i] };
-            if (t == KZ_T_Q4_0) pk = pack_all_but_tail(&W[i]);
+            data[i] = random_wmat(&W[i], GT[g][i], n_in, NOUT[(i + g) % 2], wf, &s);
+            if (W[i].type == KZ_T_Q4_0) pk = pack_all_but_tail(&W[i]);
             wp[i] = &W[i];
-            ref[i] = malloc(sizeof(float) * n_out);
-            y[i] = malloc(sizeof(float) * n_out);
+            ref[i] = malloc(sizeof(float) * W[i].n_out);
+            y[i] = malloc(sizeof(float) * W[i].n_out);
         }
         void *work = malloc(kz_matmul_multi_work_bytes(wp, 2, 1) + 64 + (size_t)n_in);
         for (int i = 0; i < 2; i++) kz_matmul(NULL, &W[i], src, 1, ref[i], W[i].n_out, work);
