@@ -15,13 +15,16 @@ OPT     ?= -O2 -g
 LDSAN   :=
 endif
 CFLAGS  ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC $(OPT) -Iinclude -Isrc
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC $(OPT) -Iinclude -Isrc $(KZ_INC)
 LDLIBS  := -lm -lpthread
 
-SRC     := $(wildcard src/*.c)
-OBJ     := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
-CLI_SRC := $(wildcard cli/*.c)
-CLI_OBJ := $(patsubst cli/%.c,$(BUILD)/obj/cli/%.o,$(CLI_SRC))
+KZ_DIRS := src/api src/model src/text src/forward src/nn src/matmul src/matmul/ref src/matmul/x86 src/matmul/arm src/sys tools/mkmodel cli cli/bench
+KZ_INC  := $(addprefix -I,$(KZ_DIRS))
+# the library proper, plus (for now) the random-model writer and the bandwidth sampler
+SRC     := $(shell find src -name '*.c' | sort) tools/mkmodel/mkmodel.c cli/bench/membw.c
+OBJ     := $(patsubst %.c,$(BUILD)/obj/%.o,$(SRC))
+CLI_SRC := $(wildcard cli/*.c) $(filter-out cli/bench/membw.c,$(wildcard cli/bench/*.c))
+CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 DEPS    := $(OBJ:.o=.d) $(CLI_OBJ:.o=.d)
@@ -31,15 +34,12 @@ all: $(BUILD)/libkazeia.a $(BUILD)/libkazeia.so $(BUILD)/kazeia $(TOOLS)
 # AArch64: the SDOT / SMMLA kernel files need their extensions enabled; run-time dispatch
 # (src/cpu.c) calls them only on CPUs that have them. x86 SIMD uses target attributes instead.
 ifneq ($(findstring aarch64,$(shell $(CC) -dumpmachine)),)
-# any src/quant_*_dot.c / src/quant_*_i8mm.c gets the extension
-$(BUILD)/obj/quant_%_dot.o: CFLAGS += -march=armv8.2-a+dotprod
-$(BUILD)/obj/quant_%_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
+# any src/matmul/arm/*_dot.c / *_i8mm.c gets the extension
+$(BUILD)/obj/src/matmul/arm/%_dot.o: CFLAGS += -march=armv8.2-a+dotprod
+$(BUILD)/obj/src/matmul/arm/%_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
 endif
 
-$(BUILD)/obj/%.o: src/%.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/obj/cli/%.o: cli/%.c
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -90,11 +90,11 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECS    ?= 25
 FUZZ_TARGETS := gguf model tokenizer chat
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -O2 -g -fno-omit-frame-pointer \
-                -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -Ifuzz
-FUZZ_OBJ     := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(SRC))
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc $(KZ_INC) -Ifuzz
+FUZZ_OBJ     := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(SRC))
 FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
-$(FUZZ_BUILD)/obj/%.o: src/%.c
+$(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_check.h fuzz/fuzz_common.h fuzz/vocab_small.h $(FUZZ_OBJ)
@@ -120,9 +120,15 @@ fuzz-seeds: $(BUILD)/libkazeia.a
 	$(CC) $(CFLAGS) -Ifuzz -o $(BUILD)/gen_seeds fuzz/gen_seeds.c $(BUILD)/libkazeia.a $(LDLIBS)
 	$(BUILD)/gen_seeds fuzz/corpus
 
+# for scripts that compile the sources themselves (tests/robustness_ci.sh)
+print-src:
+	@echo $(SRC)
+print-inc:
+	@echo $(KZ_INC)
+
 clean:
 	rm -rf build build-san build-fuzz
 
-.PHONY: all tests-build test test-c test-py demo clean fuzz fuzz-smoke fuzz-seeds
+.PHONY: print-src print-inc all tests-build test test-c test-py demo clean fuzz fuzz-smoke fuzz-seeds
 -include $(DEPS)
 -include $(FUZZ_OBJ:.o=.d)
