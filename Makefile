@@ -15,11 +15,9 @@ OPT     ?= -O2 -g
 LDSAN   :=
 endif
 CFLAGS  ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC $(OPT) -Iinclude -Isrc $(KZ_INC)
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC $(OPT) -Iinclude -Isrc -I.
 LDLIBS  := -lm -lpthread
 
-KZ_DIRS := src/api src/model src/text src/forward src/nn src/matmul src/matmul/ref src/matmul/x86 src/matmul/arm src/sys tools/mkmodel cli cli/bench
-KZ_INC  := $(addprefix -I,$(KZ_DIRS))
 # the library proper, plus (for now) the random-model writer and the bandwidth sampler
 SRC     := $(shell find src -name '*.c' | sort) tools/mkmodel/mkmodel.c cli/bench/membw.c
 OBJ     := $(patsubst %.c,$(BUILD)/obj/%.o,$(SRC))
@@ -90,7 +88,7 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECS    ?= 25
 FUZZ_TARGETS := gguf model tokenizer chat
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -O2 -g -fno-omit-frame-pointer \
-                -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc $(KZ_INC) -Ifuzz
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -I. -Ifuzz
 FUZZ_OBJ     := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(SRC))
 FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
@@ -123,12 +121,10 @@ fuzz-seeds: $(BUILD)/libkazeia.a
 # for scripts that compile the sources themselves (tests/robustness_ci.sh)
 print-src:
 	@echo $(SRC)
-print-inc:
-	@echo $(KZ_INC)
 
 clean:
 	rm -rf build build-san build-fuzz
 
-.PHONY: print-src print-inc all tests-build test test-c test-py demo clean fuzz fuzz-smoke fuzz-seeds
+.PHONY: print-src all tests-build test test-c test-py demo clean fuzz fuzz-smoke fuzz-seeds
 -include $(DEPS)
 -include $(FUZZ_OBJ:.o=.d)

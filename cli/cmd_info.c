@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gguf.h"
-#include "types.h"
+#include "model/gguf.h"
+#include "model/types.h"
 
 typedef unsigned long long ull;
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "args.h"
-#include "../include/kazeia.h"
+#include "kazeia.h"
 
 static void run_usage(FILE *f) {
     kz_context_params d = kz_context_default_params();

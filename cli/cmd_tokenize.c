@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gguf.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "model/gguf.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 
 static void tok_usage(FILE *f) {
     fprintf(f,

@@ -1,7 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
-#include "../include/kazeia.h"
+#include "kazeia.h"
 
 static void usage(FILE *f) {
     fprintf(f,

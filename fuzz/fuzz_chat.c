@@ -3,7 +3,7 @@
  * Checks: the rendered prompt equals the template written out here; the tokens decode to it
  * (text runs as the tokenizer's round trip gives them); exactly the template's control tokens
  * appear (content can never inject one). */
-#include "chat.h"
+#include "text/chat.h"
 #include "fuzz_common.h"
 
 static int ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fuzz_check.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "vocab_small.h"
 
 /* One tokenizer per variant, built on first use and kept for the process (test code: the

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gguf.h"
-#include "tokenizer.h"
+#include "model/gguf.h"
+#include "text/tokenizer.h"
 #include "fuzz_check.h"
 
 static volatile unsigned sink; /* keeps the reads */

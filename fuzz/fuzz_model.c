@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../include/kazeia.h"
-#include "model.h"
+#include "kazeia.h"
+#include "model/model.h"
 #include "fuzz_check.h"
 
 /* Floats of sequence state the model implies at n_ctx 32; files of a few KB can declare

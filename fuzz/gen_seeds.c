@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "gguf.h"
-#include "mkmodel.h"
-#include "tokenizer.h"
-#include "types.h"
+#include "model/gguf.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "text/tokenizer.h"
+#include "model/types.h"
 #include "vocab_small.h"
 
 static char out_dir[512];

@@ -50,7 +50,7 @@ echo "   ($((SECONDS - t0)) s)"
 
 echo "== test_concurrency under ThreadSanitizer"
 t0=$SECONDS
-clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=thread -Iinclude -Isrc $(make -s print-inc) -o "$T/test_concurrency_tsan" \
+clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=thread -Iinclude -Isrc -I. -o "$T/test_concurrency_tsan" \
   tests/test_concurrency.c $(make -s print-src) -lm -lpthread
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$T/test_concurrency_tsan"
 echo "   ($((SECONDS - t0)) s)"

@@ -5,9 +5,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "kt.h"
-#include "../include/kazeia.h"
-#include "api.h"
-#include "mkmodel.h"
+#include "kazeia.h"
+#include "api/api.h"
+#include "tools/mkmodel/mkmodel.h"
 
 #define MAXT 4096
 

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "attention.h"
+#include "nn/attention.h"
 #include "kt.h"
-#include "mkmodel.h"
-#include "model.h"
-#include "types.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "model/model.h"
+#include "model/types.h"
 
 static unsigned long long rs = 0x1234567887654321ull;
 

@@ -1,7 +1,7 @@
 /* Chat template tests: exact strings, segments, and tokens on a hand-made byte-level BPE vocab. */
 #include <stdint.h>
 #include "kt.h"
-#include "chat.h"
+#include "text/chat.h"
 
 static int check_render(kz_chat_arch arch, const char *sys, const char *user, int think,
                         const char *want) {

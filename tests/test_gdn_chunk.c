@@ -13,10 +13,10 @@
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "cpu.h"
-#include "gdn.h"
+#include "sys/cpu.h"
+#include "nn/gdn.h"
 #include "kt.h"
-#include "sgemm.h"
+#include "nn/sgemm.h"
 
 static unsigned long long rs = 0x2545f4914f6cdd1dull;
 

@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "model/gguf.h"
 #include "kt.h"
-#include "types.h"
+#include "model/types.h"
 
 typedef unsigned long long ull;
 

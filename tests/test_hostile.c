@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "../include/kazeia.h"
-#include "gguf.h"
+#include "kazeia.h"
+#include "model/gguf.h"
 #include "kt.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 
 /* a message a user can read on one line: no C0/DEL bytes, well-formed UTF-8 */
 static int one_line(const char *s) {

@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <unistd.h>
 #include "kt.h"
-#include "../include/kazeia.h"
-#include "mkmodel.h"
-#include "types.h"
+#include "kazeia.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "model/types.h"
 
 #define NP 200
 #define ND 24

@@ -18,13 +18,13 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../include/kazeia.h"
-#include "api.h"
-#include "gguf.h"
+#include "kazeia.h"
+#include "api/api.h"
+#include "model/gguf.h"
 #include "kt.h"
-#include "mkmodel.h"
-#include "model.h"
-#include "types.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "model/model.h"
+#include "model/types.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KT_ASAN 1

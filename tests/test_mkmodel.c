@@ -8,11 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "model/gguf.h"
 #include "kt.h"
-#include "mkmodel.h"
-#include "quant.h"
-#include "types.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "matmul/quant.h"
+#include "model/types.h"
 
 static char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");

@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "fp16.h"
-#include "gguf.h"
+#include "sys/fp16.h"
+#include "model/gguf.h"
 #include "kt.h"
-#include "mkmodel.h"
-#include "model.h"
-#include "types.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "model/model.h"
+#include "model/types.h"
 
 static char g_dir[64];
 static char g_good35[128], g_good3[128];

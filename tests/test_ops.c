@@ -7,12 +7,12 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "attention.h"
-#include "cpu.h"
-#include "fp16.h"
-#include "gdn.h"
+#include "nn/attention.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
+#include "nn/gdn.h"
 #include "kt.h"
-#include "ops.h"
+#include "nn/ops.h"
 
 static unsigned long long rs = 0x9e3779b97f4a7c15ull;
 static void fill(float *x, int n, float scale) {

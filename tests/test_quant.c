@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "fp16.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
 #include "kt.h"
-#include "ops.h"
-#include "quant.h"
-#include "quant_isa.h"
-#include "threadpool.h"
-#include "types.h"
+#include "nn/ops.h"
+#include "matmul/quant.h"
+#include "matmul/quant_isa.h"
+#include "sys/threadpool.h"
+#include "model/types.h"
 
 static const uint32_t TYPES[] = { KZ_T_F32, KZ_T_F16, KZ_T_BF16, KZ_T_Q8_0, KZ_T_Q4_0 };
 #define NTYPES (int)(sizeof TYPES / sizeof TYPES[0])

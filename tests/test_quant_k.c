@@ -13,13 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "fp16.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
 #include "kt.h"
-#include "quant.h"
-#include "quant_act.h"
-#include "threadpool.h"
-#include "types.h"
+#include "matmul/quant.h"
+#include "matmul/ref/quant_act.h"
+#include "sys/threadpool.h"
+#include "model/types.h"
 
 static const uint32_t TYPES[] = { KZ_T_Q4_K, KZ_T_Q5_K, KZ_T_Q6_K };
 static const char *tname(uint32_t t) { return t == KZ_T_Q4_K ? "Q4_K" : t == KZ_T_Q5_K ? "Q5_K" : "Q6_K"; }

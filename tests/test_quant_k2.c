@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
+#include "sys/cpu.h"
 #include "kt.h"
-#include "quant.h"
-#include "threadpool.h"
-#include "types.h"
+#include "matmul/quant.h"
+#include "sys/threadpool.h"
+#include "model/types.h"
 
 static const uint32_t TYPES[3] = { KZ_T_Q2_K, KZ_T_Q3_K, KZ_T_IQ4_XS };
 static const char *NAMES[3] = { "Q2_K", "Q3_K", "IQ4_XS" };

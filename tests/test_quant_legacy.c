@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "fp16.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
 #include "kt.h"
-#include "quant.h"
-#include "threadpool.h"
-#include "types.h"
+#include "matmul/quant.h"
+#include "sys/threadpool.h"
+#include "model/types.h"
 
 static const uint32_t TYPES[] = { KZ_T_Q4_1, KZ_T_Q5_0, KZ_T_Q5_1, KZ_T_IQ4_NL };
 static const char *TNAME[] = { "Q4_1", "Q5_0", "Q5_1", "IQ4_NL" };

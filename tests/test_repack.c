@@ -9,10 +9,10 @@
 
 #include "kazeia.h"
 #include "kt.h"
-#include "mkmodel.h"
-#include "model.h"
-#include "quant.h"
-#include "types.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "model/model.h"
+#include "matmul/quant.h"
+#include "model/types.h"
 
 static int n_packed(const kz_model *m) {
     int n = m->output.p16 != NULL;

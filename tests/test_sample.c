@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdint.h>
 #include "kt.h"
-#include "sample.h"
+#include "api/sample.h"
 
 static kz_sampler_params base_params(void) {
     kz_sampler_params p = {0};

@@ -17,13 +17,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../include/kazeia.h"
-#include "cpu.h"
-#include "fp16.h"
+#include "kazeia.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
 #include "kt.h"
-#include "mkmodel.h"
-#include "quant.h"
-#include "types.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "matmul/quant.h"
+#include "model/types.h"
 
 static const uint32_t TYPES[] = { KZ_T_F32, KZ_T_F16, KZ_T_BF16, KZ_T_Q8_0, KZ_T_Q4_0 };
 #define NTYPES (int)(sizeof TYPES / sizeof TYPES[0])

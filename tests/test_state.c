@@ -6,10 +6,10 @@
 #include <stdint.h>
 #include <unistd.h>
 #include "kt.h"
-#include "../include/kazeia.h"
-#include "api.h"
-#include "mkmodel.h"
-#include "types.h"
+#include "kazeia.h"
+#include "api/api.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "model/types.h"
 
 static const char *SYS = "You are a terse assistant. Answer in one line.";
 

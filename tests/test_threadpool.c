@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "kt.h"
-#include "threadpool.h"
+#include "sys/threadpool.h"
 
 #define MAXT 8
 

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "model/gguf.h"
 #include "kt.h"
-#include "tokenizer.h"
-#include "unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 
 /* ---------------------------------------------------------------- synthetic vocab */
 

@@ -8,9 +8,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include "mkmodel.h"
-#include "../cli/args.h"
-#include "types.h"
+#include "tools/mkmodel/mkmodel.h"
+#include "cli/args.h"
+#include "model/types.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -21,12 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "bench_matmuls.h"
-#include "bench_stats.h"
-#include "membw.h"
-#include "model.h"
-#include "quant.h"
-#include "threadpool.h"
+#include "cli/bench/bench_matmuls.h"
+#include "cli/bench/bench_stats.h"
+#include "cli/bench/membw.h"
+#include "model/model.h"
+#include "matmul/quant.h"
+#include "sys/threadpool.h"
 
 enum { P_GDN_IN, P_GDN_OUT, P_ATTN_IN, P_ATTN_OUT, P_FFN_GU, P_FFN_DOWN, P_HEAD, P_COUNT };
 static const char *const part_name[P_COUNT] = {

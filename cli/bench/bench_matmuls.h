@@ -3,7 +3,7 @@
 #ifndef KZ_BENCH_MATMULS_H
 #define KZ_BENCH_MATMULS_H
 #include <stddef.h>
-#include "model.h"
+#include "model/model.h"
 /* rounds >= 1; prints a table (or JSON) on stdout; 0 on success, 1 after printing an error */
 int kz_bench_matmuls(const kz_model *m, int threads, int rounds, size_t sample_mib, int json);
 #endif

@@ -1,4 +1,4 @@
-#include "bench_stats.h"
+#include "cli/bench/bench_stats.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

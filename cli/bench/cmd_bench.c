@@ -26,16 +26,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include "cli.h"
-#include "args.h"
-#include "api.h"
-#include "attention.h"
-#include "model.h"
-#include "ops.h"
-#include "bench_matmuls.h"
-#include "bench_stats.h"
-#include "membw.h"
-#include "threadpool.h"
+#include "cli/cli.h"
+#include "cli/args.h"
+#include "api/api.h"
+#include "nn/attention.h"
+#include "model/model.h"
+#include "nn/ops.h"
+#include "cli/bench/bench_matmuls.h"
+#include "cli/bench/bench_stats.h"
+#include "cli/bench/membw.h"
+#include "sys/threadpool.h"
 
 static void bench_usage(FILE *f) {
     fprintf(f,

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include "cpu.h"
-#include "membw.h"
-#include "threadpool.h"
+#include "sys/cpu.h"
+#include "cli/bench/membw.h"
+#include "sys/threadpool.h"
 
 static double now_s(void) {
     struct timespec ts;

@@ -32,13 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "../include/kazeia.h"
-#include "api.h"
-#include "chat.h"
-#include "model.h"
-#include "sample.h"
-#include "state.h"
-#include "tokenizer.h"
+#include "kazeia.h"
+#include "api/api.h"
+#include "text/chat.h"
+#include "model/model.h"
+#include "api/sample.h"
+#include "forward/state.h"
+#include "text/tokenizer.h"
 
 struct kz_context {
     kz_model *m;

@@ -1,7 +1,7 @@
 /* Internal additions to the context API (not in the public header): used by tests and tools. */
 #ifndef KZ_API_H
 #define KZ_API_H
-#include "../include/kazeia.h"
+#include "kazeia.h"
 
 /* Tokens currently held in the sequence state (prompt + generated tokens that were evaluated);
  * *n = kz_context_n_past(c). The pointer is valid until the next call on c. */

@@ -1,10 +1,10 @@
 /* Sampler: penalties -> (greedy | top-k -> top-p -> min-p -> temperature draw). See sample.h. */
-#include "sample.h"
+#include "api/sample.h"
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ops.h"
+#include "nn/ops.h"
 
 typedef struct { float logit; int32_t id; } kz_cand;
 

@@ -17,11 +17,11 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include "attention.h"
-#include "gdn.h"
-#include "model.h"
-#include "ops.h"
-#include "types.h"
+#include "nn/attention.h"
+#include "nn/gdn.h"
+#include "model/model.h"
+#include "nn/ops.h"
+#include "model/types.h"
 
 /* attention work items wanted per layer before positions get split (>= typical thread counts) */
 #define KZ_ATTN_MIN_ITEMS 16

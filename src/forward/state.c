@@ -14,7 +14,7 @@
  * The n_* fields repeat what the fingerprint covers so a mismatch can be explained. */
 #include <stdarg.h>
 #include <string.h>
-#include "state.h"
+#include "forward/state.h"
 
 #define HDR 128
 #define F_LOGITS 1u

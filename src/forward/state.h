@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "model.h"
+#include "model/model.h"
 
 #define KZ_STATE_VERSION 1
 

@@ -13,10 +13,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "ops.h"
-#include "quant.h"
-#include "types.h"
+#include "sys/cpu.h"
+#include "nn/ops.h"
+#include "matmul/quant.h"
+#include "model/types.h"
 
 /* activation rows are converted in chunks of this many elements (a multiple of every block
  * size used here), which lets several threads share the conversion of one long row */

@@ -6,15 +6,15 @@
  * table, and one table per SIMD level (kernels in quant_x86.c / quant_arm*.c, see
  * quant_isa.h). kz_qtraits_get_isa() is the single dispatch point; kz_qtraits_get() uses the
  * level chosen once per process by cpu.c. The scalar tables stay as the reference. */
-#include "quant.h"
+#include "matmul/quant.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "fp16.h"
-#include "quant_isa.h"
-#include "types.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
+#include "matmul/quant_isa.h"
+#include "model/types.h"
 
 /* The Q4_0 reference quantizer's rounding depends on whether x*id + 8.5f is contracted into
  * an FMA (see kz_quant_q4_0_ref). We want the two-rounding form by default, so forbid

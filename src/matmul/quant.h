@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "threadpool.h"
+#include "sys/threadpool.h"
 
 /* 1 if the type can be used as a matmul weight / dequantized */
 int kz_type_compute_ok(uint32_t type);

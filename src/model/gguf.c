@@ -1,8 +1,8 @@
 /* GGUF v2/v3 reader: the file is mapped read-only and every field is validated before it is
  * used, so a hostile or truncated file yields a one-line error instead of an out-of-bounds
  * read. All reads go through byte-wise little-endian loads (no alignment assumptions). */
-#include "gguf.h"
-#include "types.h"
+#include "model/gguf.h"
+#include "model/types.h"
 
 #include <errno.h>
 #include <fcntl.h>

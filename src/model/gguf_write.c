@@ -1,8 +1,8 @@
 /* Streaming GGUF v3 writer: metadata and tensor infos are collected in memory (small), begin()
  * writes everything up to the data section, then tensor data is streamed in declaration order,
  * so a multi-GB model never has to be held in RAM. Errors are sticky and remove the partial file. */
-#include "gguf.h"
-#include "types.h"
+#include "model/gguf.h"
+#include "model/types.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -7,12 +7,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "fp16.h"
-#include "quant.h"
-#include "model.h"
-#include "threadpool.h"
-#include "types.h"
-#include "unicode.h"
+#include "sys/fp16.h"
+#include "matmul/quant.h"
+#include "model/model.h"
+#include "sys/threadpool.h"
+#include "model/types.h"
+#include "text/unicode.h"
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || !errlen) return;

@@ -4,12 +4,12 @@
 #include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include "../include/kazeia.h"
-#include "gguf.h"
-#include "quant.h"
-#include "tokenizer.h"
-#include "threadpool.h"
-#include "attention.h"
+#include "kazeia.h"
+#include "model/gguf.h"
+#include "matmul/quant.h"
+#include "text/tokenizer.h"
+#include "sys/threadpool.h"
+#include "nn/attention.h"
 
 typedef enum { KZ_ARCH_QWEN3 = 0, KZ_ARCH_QWEN35 = 1 } kz_arch;
 

@@ -1,5 +1,5 @@
 /* ggml tensor type table (ids as stored in GGUF) and block geometry helpers. */
-#include "types.h"
+#include "model/types.h"
 
 #include <ctype.h>
 #include <stdint.h>

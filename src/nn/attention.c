@@ -1,16 +1,16 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include "../include/kazeia.h"
-#include "attention.h"
-#include "attention_isa.h"
-#include "cpu.h"
-#include "fp16.h"
-#include "ops.h"
-#include "quant.h"
-#include "sgemm.h"
-#include "types.h"
-#include "vec8.h"
+#include "kazeia.h"
+#include "nn/attention.h"
+#include "nn/attention_isa.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
+#include "nn/ops.h"
+#include "matmul/quant.h"
+#include "nn/sgemm.h"
+#include "model/types.h"
+#include "nn/vec8.h"
 
 static size_t row_off(const kz_kv_layer *kv, int g, int pos) {
     return ((size_t)g * kv->n_ctx + pos) * kv->head_dim;

@@ -1,8 +1,8 @@
 /* ISA-specific builds of the attention kernels (attention.c chooses among them at run time). */
 #ifndef KZ_ATTENTION_ISA_H
 #define KZ_ATTENTION_ISA_H
-#include "attention.h"
-#include "ops.h"
+#include "nn/attention.h"
+#include "nn/ops.h"
 
 /* the softmax step of a decode partial: for each of the n_rep heads' n scores (sc[r*n + t]), the
  * max, the scores turned into e^(s - max) in place, and their sum: ml[2r] = max, ml[2r+1] = sum.

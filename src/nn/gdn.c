@@ -1,9 +1,9 @@
 #include <math.h>
 #include <string.h>
-#include "cpu.h"
-#include "gdn.h"
-#include "ops.h"
-#include "vec8.h"
+#include "sys/cpu.h"
+#include "nn/gdn.h"
+#include "nn/ops.h"
+#include "nn/vec8.h"
 
 /* The conv in blocks of channels: the block's taps transposed to [K][cb] and its state to rows
  * [K-1][cb], so that for every token the K input rows are contiguous runs of the block and the

@@ -12,9 +12,9 @@
 #include <math.h>
 #include <string.h>
 #include <stdint.h>
-#include "gdn.h"
-#include "ops.h"
-#include "sgemm.h"
+#include "nn/gdn.h"
+#include "nn/ops.h"
+#include "nn/sgemm.h"
 
 #ifndef CS
 #define CS KZ_GDN_CHUNK

@@ -1,6 +1,6 @@
-#include "ops.h"
-#include "cpu.h"
-#include "vec8.h"
+#include "nn/ops.h"
+#include "sys/cpu.h"
+#include "nn/vec8.h"
 
 /* The row ops every decode token runs (norms, SiLU/SwiGLU, gates): one body, built twice on
  * x86-64 - baseline (SSE2, 4 lanes) and AVX2 (8 lanes in one ymm) - and chosen from the active

@@ -2,8 +2,8 @@
  * -O2 vectorises (SSE / NEON), and on x86-64 CPUs with AVX2+FMA (chosen at run time through
  * cpu.c) a 4 x 16 FMA kernel. No packing: the operands here are a few hundred KB at most. */
 #include <string.h>
-#include "cpu.h"
-#include "sgemm.h"
+#include "sys/cpu.h"
+#include "nn/sgemm.h"
 
 #define MR 4 /* tile rows */
 #define NR 8 /* tile columns: 4 x 8 accumulators fit in 8 SSE / 4 AVX / 8 NEON registers */

@@ -1,7 +1,7 @@
 /* CPU feature detection (cpuid/xgetbv on x86-64, getauxval on Linux arm64) and the choice of
  * the kernel ISA level, each computed once per process under pthread_once (see cpu.h for why
  * these two immutable-after-init values are acceptable process state). */
-#include "cpu.h"
+#include "sys/cpu.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * costs no CPU. The "sleeping" counters let the fast path skip the mutex entirely: a waker
  * only locks + signals when somebody announced (under the mutex) that it is about to sleep.
  * All state lives in the pool, so independent pools can run concurrently. */
-#include "threadpool.h"
+#include "sys/threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>

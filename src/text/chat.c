@@ -1,5 +1,5 @@
 /* ChatML prompt builder + injection-safe tokenisation. See chat.h. */
-#include "chat.h"
+#include "text/chat.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

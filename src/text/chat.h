@@ -15,7 +15,7 @@
 #define KZ_CHAT_H
 #include <stddef.h>
 #include <stdint.h>
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 typedef enum { KZ_CHAT_QWEN3 = 0, KZ_CHAT_QWEN35 = 1 } kz_chat_arch;
 

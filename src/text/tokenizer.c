@@ -15,7 +15,7 @@
  * added tokens are matched leftmost-longest in one scan (llama.cpp cuts them out token by
  * token, longest first; the two only differ for overlapping token texts); duplicate merges
  * keep their first rank (llama.cpp's choice; HF keeps the last). */
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "unicode.h"
+#include "text/unicode.h"
 
 enum { ATTR_CONTROL = 1, ATTR_EOG = 2 };
 

@@ -4,7 +4,7 @@
 #define KZ_TOKENIZER_H
 #include <stddef.h>
 #include <stdint.h>
-#include "gguf.h"
+#include "model/gguf.h"
 
 typedef struct kz_tokenizer kz_tokenizer;
 /* Reads tokenizer.ggml.{model ("gpt2" only), pre ("qwen2" | "qwen35"), tokens, token_type,

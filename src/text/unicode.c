@@ -1,5 +1,5 @@
 /* UTF-8 decoding, canonical (de)composition and NFC over the generated tables. */
-#include "unicode.h"
+#include "text/unicode.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * UCD 15.0.0 (Debian unicode-data); categories + Unicode 16.0.0 additions
  * (5812 code points, from unicodedata2); normalisation data limited to Age <= 9.0
  * (what HF tokenizers uses, see the generator). */
-#include "unicode.h"
+#include "text/unicode.h"
 
 /* 224 distinct blocks of 128 */
 const uint16_t kz_u_flags_idx[8704] = {

@@ -4,17 +4,17 @@
  * has its own PRNG stream derived from (seed, tensor name, row), so the output does not depend
  * on the thread count or the chunking. Data is generated, converted and written one block of
  * rows at a time. */
-#include "mkmodel.h"
+#include "tools/mkmodel/mkmodel.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "quant.h"
-#include "threadpool.h"
-#include "types.h"
+#include "model/gguf.h"
+#include "matmul/quant.h"
+#include "sys/threadpool.h"
+#include "model/types.h"
 
 enum { K_MAT, K_MAT_F32, K_NORM, K_SSM_A, K_DT_BIAS, K_CONV };
 

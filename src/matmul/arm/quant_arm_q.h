@@ -15,7 +15,7 @@
 #include <arm_neon.h>
 #include <string.h>
 
-#include "fp16.h"
+#include "sys/fp16.h"
 
 #define KZ_INL static inline __attribute__((always_inline))
 #define KZ_PRAGMA(x) _Pragma(#x)

@@ -5,7 +5,7 @@
 #include <arm_neon.h>
 #include <string.h>
 
-#include "fp16.h"
+#include "sys/fp16.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

@@ -1,11 +1,11 @@
 /* AArch64 kernels for Q4_K / Q5_K / Q6_K x Q8_K: baseline NEON (SMULL/SMLAL pair products).
  * The template is quant_k_arm_q.h; contract in quant_k_isa.h. */
-#include "quant_k_isa.h"
+#include "matmul/quant_k_isa.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
-#include "fp16.h"
+#include "sys/fp16.h"
 
 /* the float chain must round like the scalar reference: no contraction into FMADD */
 #if defined(__clang__)
@@ -25,7 +25,7 @@ static inline int32_t kzk_dot32_neon(int8x16_t w0, int8x16_t w1, int8x16_t a0, i
 #define KA_DOT32(w0, w1, a0, a1) kzk_dot32_neon(w0, w1, a0, a1)
 #define KA(name) name##_neon
 #define KA_EXPORT(name) kz_neon_##name
-#include "quant_k_arm_q.h"
+#include "matmul/arm/quant_k_arm_q.h"
 
 #else
 typedef int kz_quant_k_neon_unused; /* not AArch64 */

@@ -4,12 +4,12 @@
  * scaled in int32 with the rows' scales, then the float chain of quant_k_isa.h per pair. Integer
  * sums are exact, so every element equals the scalar reference (and the dotprod vec_dot, used
  * for the GEMV and leftovers) bit for bit. Built with +dotprod+i8mm by the Makefile. */
-#include "quant_k_isa.h"
+#include "matmul/quant_k_isa.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
-#include "fp16.h"
+#include "sys/fp16.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

@@ -1,6 +1,6 @@
 /* AArch64 baseline NEON kernels for Q4_1 / Q5_0 / Q5_1 / IQ4_NL (quant_legacy_arm_q.h with
  * vmull_s8 block dots). Bit-identical to the scalar reference of quant_legacy.c. */
-#include "quant_legacy_isa.h"
+#include "matmul/quant_legacy_isa.h"
 
 #if defined(__aarch64__)
 #if defined(__clang__)
@@ -10,12 +10,12 @@
 #endif
 #include <arm_neon.h>
 
-#include "fp16.h"
+#include "sys/fp16.h"
 
 #define LA(name) name##_neon
 #define LA_EXPORT(name) kz_neon_##name
 #define LA_SDOT 0
-#include "quant_legacy_arm_q.h"
+#include "matmul/arm/quant_legacy_arm_q.h"
 
 #else
 typedef int kz_quant_legacy_arm_unused; /* not AArch64: nothing to build */

@@ -3,7 +3,7 @@
  * (row, token) then takes the scalar reference's float step (quant_legacy_arm_q.h), so every
  * element equals the dotprod / scalar vec_dot bit for bit. Odd rows / tokens use the dotprod
  * decode + dot. Built with -march=armv8.2-a+dotprod+i8mm by the Makefile. */
-#include "quant_legacy_isa.h"
+#include "matmul/quant_legacy_isa.h"
 
 #if defined(__aarch64__)
 #if defined(__clang__)
@@ -16,12 +16,12 @@
 #endif
 #include <arm_neon.h>
 
-#include "fp16.h"
+#include "sys/fp16.h"
 
 #define LA(name) name##_i8mm
 #define LA_SDOT 1
 #define LA_NO_EXPORT 1
-#include "quant_legacy_arm_q.h"
+#include "matmul/arm/quant_legacy_arm_q.h"
 
 /* the 8-element chunk c (0..3) of two decoded blocks as one 2x8 SMMLA operand */
 static inline int8x16_t pair8(LA(wblk) a, LA(wblk) b, int c) {

@@ -10,11 +10,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "fp16.h"
-#include "quant.h"
-#include "quant_act.h"
-#include "types.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
+#include "matmul/quant.h"
+#include "matmul/ref/quant_act.h"
+#include "model/types.h"
 
 static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[1] = (uint8_t)(v >> 8); }
 static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

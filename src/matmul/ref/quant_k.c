@@ -6,11 +6,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "fp16.h"
-#include "quant.h"
-#include "quant_k_isa.h"
-#include "types.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
+#include "matmul/quant.h"
+#include "matmul/quant_k_isa.h"
+#include "model/types.h"
 
 /* the searches accumulate a*b + c in float: the reference rounds twice, so no contraction */
 #if defined(__clang__)

@@ -20,12 +20,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "fp16.h"
-#include "quant.h"
-#include "quant_act.h"
-#include "quant_k2_isa.h"
-#include "types.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
+#include "matmul/quant.h"
+#include "matmul/ref/quant_act.h"
+#include "matmul/quant_k2_isa.h"
+#include "model/types.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

@@ -19,12 +19,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "fp16.h"
-#include "quant.h"
-#include "quant_act.h"
-#include "quant_legacy_isa.h"
-#include "types.h"
+#include "sys/cpu.h"
+#include "sys/fp16.h"
+#include "matmul/quant.h"
+#include "matmul/ref/quant_act.h"
+#include "matmul/quant_legacy_isa.h"
+#include "model/types.h"
 
 /* reference rounding: product and sum rounded separately (gguf-py, and the formula order) */
 #if defined(__clang__)

@@ -7,8 +7,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "fp16.h"
-#include "quant_k2_isa.h"
+#include "sys/fp16.h"
+#include "matmul/quant_k2_isa.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

@@ -1,7 +1,7 @@
 /* x86-64 kernels for Q4_K / Q5_K / Q6_K x Q8_K: AVX2 and AVX-512 VNNI (256-bit) variants of
  * one template (quant_k_x86_q.h). Target attributes keep the file buildable in a baseline
  * x86-64 build; quant_k.c's tables are only handed out for levels cpu.c found available. */
-#include "quant_k_isa.h"
+#include "matmul/quant_k_isa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -23,7 +23,7 @@
 #define KX_EXPORT(name) kz_avx2_##name
 #define KX_TGT T_AVX2
 #define KX_VNNI 0
-#include "quant_k_x86_q.h"
+#include "matmul/x86/quant_k_x86_q.h"
 #undef KX
 #undef KX_EXPORT
 #undef KX_TGT
@@ -33,7 +33,7 @@
 #define KX_EXPORT(name) kz_avx512_##name
 #define KX_TGT T_AVX512
 #define KX_VNNI 1
-#include "quant_k_x86_q.h"
+#include "matmul/x86/quant_k_x86_q.h"
 #undef KX
 #undef KX_EXPORT
 #undef KX_TGT

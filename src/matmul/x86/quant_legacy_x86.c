@@ -2,7 +2,7 @@
  * VPDPBUSD). Target attributes only, so the file builds in a baseline x86-64 build; quant.c's
  * dispatch decides at run time whether they may be called. Bit-identical to the scalar
  * reference of quant_legacy.c (see quant_legacy_x86_q.h). */
-#include "quant_legacy_isa.h"
+#include "matmul/quant_legacy_isa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -39,7 +39,7 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
 #define LX_EXPORT(name) kz_avx2_##name
 #define LX_TGT T_AVX2
 #define LX_VNNI 0
-#include "quant_legacy_x86_q.h"
+#include "matmul/x86/quant_legacy_x86_q.h"
 #undef LX
 #undef LX_EXPORT
 #undef LX_TGT
@@ -49,7 +49,7 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
 #define LX_EXPORT(name) kz_avx512_##name
 #define LX_TGT T_AVX512
 #define LX_VNNI 1
-#include "quant_legacy_x86_q.h"
+#include "matmul/x86/quant_legacy_x86_q.h"
 #undef LX
 #undef LX_EXPORT
 #undef LX_TGT

@@ -6,13 +6,13 @@
  * bit-identical to the scalar reference; float dots sum 8-lane float partials over chunks of
  * 128 elements, flush each chunk into double and round once at the end (each pair the same
  * sequence whatever the tile, so gemm == dot bit for bit). */
-#include "quant_isa.h"
+#include "matmul/quant_isa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <string.h>
 
-#include "fp16.h"
+#include "sys/fp16.h"
 
 /* The float part of the integer kernels must round like the reference (product, then add):
  * forbid contraction into FMA whatever the build flags. */
@@ -360,7 +360,7 @@ T_AVX512 void kz_avx512_gemm_q4_0_p16_nopf(int64_t n, const void *pk, int64_t nr
 #define QX_EXPORT(name) kz_avx2_##name
 #define QX_TGT T_AVX2
 #define QX_VNNI 0
-#include "quant_x86_q.h"
+#include "matmul/x86/quant_x86_q.h"
 #undef QX
 #undef QX_EXPORT
 #undef QX_TGT
@@ -370,7 +370,7 @@ T_AVX512 void kz_avx512_gemm_q4_0_p16_nopf(int64_t n, const void *pk, int64_t nr
 #define QX_EXPORT(name) kz_avx512_##name
 #define QX_TGT T_AVX512
 #define QX_VNNI 1
-#include "quant_x86_q.h"
+#include "matmul/x86/quant_x86_q.h"
 #undef QX
 #undef QX_EXPORT
 #undef QX_TGT

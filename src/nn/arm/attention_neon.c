@@ -10,15 +10,15 @@
  * (FMLA rounds once, as fmaf).
  * F16 -> f32 is exact except that FCVTL quiets a signalling NaN, which the first fused multiply-add
  * would quiet anyway, with the same payload. Not timed on a phone yet (qemu checks the bits). */
-#include "attention_isa.h"
+#include "nn/attention_isa.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
 #include <math.h>
 #include <string.h>
 
-#include "../include/kazeia.h"
-#include "ops.h"
+#include "kazeia.h"
+#include "nn/ops.h"
 
 /* 8 values of a cached row from column i as two float32x4 */
 static inline void ld8row(const kz_kv_layer *kv, const void *r, int i, float32x4_t *lo, float32x4_t *hi) {

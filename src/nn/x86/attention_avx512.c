@@ -14,15 +14,15 @@
  * F16 -> f32 is exact for every half but a signalling NaN, which VCVTPH2PS quiets where the
  * reference keeps it; the first fused multiply-add would quiet it anyway, with the same payload,
  * so the results agree. */
-#include "attention_isa.h"
+#include "nn/attention_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-#include "../include/kazeia.h"
-#include "ops.h"
+#include "kazeia.h"
+#include "nn/ops.h"
 
 #define T512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,f16c,avx2,fma")))
 
