@@ -11,7 +11,7 @@
     __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); abort(); } } while (0)
 
 /* 1 if s[0..n) is well-formed UTF-8 (no surrogates, no overlongs, <= U+10FFFF); written out
- * here independently of src/unicode.c */
+ * here independently of src/text/unicode.c */
 static inline int fz_utf8_valid(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];

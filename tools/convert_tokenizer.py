@@ -28,7 +28,7 @@ from pathlib import Path
 import gguf
 
 PRE_CHOICES = ("qwen2", "qwen35")
-# the Split regex of tokenizer.json each pre-tokenizer name stands for (src/tokenizer.c)
+# the Split regex of tokenizer.json each pre-tokenizer name stands for (src/text/tokenizer.c)
 PRE_REGEX = {
     "qwen2": (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),

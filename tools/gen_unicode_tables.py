@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Generate src/unicode_tables.c: the Unicode data the tokenizer needs.
+"""Generate src/text/unicode_tables.c: the Unicode data the tokenizer needs.
 
-    python3 tools/gen_unicode_tables.py [--ucd /usr/share/unicode] > src/unicode_tables.c
+    python3 tools/gen_unicode_tables.py [--ucd /usr/share/unicode] > src/text/unicode_tables.c
 
 Sources
   * Debian's `unicode-data` package (UCD 15.0.0 on bookworm): UnicodeData.txt, PropList.txt,
@@ -20,7 +20,7 @@ reproduce token for token):
     U+1133B, U+11938). So the normalisation tables keep only code points with Age <= 9.0.
 Per-code-point agreement of all of this with HF is checked by tests/py/test_tokenizer_hf.py.
 
-Output layout (see src/unicode.h): a two-stage table (cp >> 7 -> block of 128 bytes) giving
+Output layout (see src/text/unicode.h): a two-stage table (cp >> 7 -> block of 128 bytes) giving
 per-code-point flags, a second one giving the canonical combining class, a sorted table of full
 canonical decompositions and a sorted table of primary-composite pairs (Hangul is algorithmic).
 """

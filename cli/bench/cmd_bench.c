@@ -12,7 +12,7 @@
  * conv, gates; MTP blocks excluded, decode does not run them), the output norm, the LM head
  * and one token-embedding row. The KV cache / recurrent state reads are not counted.
  *
- * Read bandwidth (--membw, src/membw.c): T threads (a pool like the engine's) sum 1 MiB chunks,
+ * Read bandwidth (--membw, cli/bench/membw.c): T threads (a pool like the engine's) sum 1 MiB chunks,
  * taken from a shared counter, of a buffer much larger than the LLC with the fastest wide
  * integer vector loads this CPU has; the sum is checked against the value the fill implies, so
  * the compiler cannot drop a load.
@@ -211,12 +211,9 @@ static void json_stats(FILE *f, const char *name, const bstats *s, const double 
     fprintf(f, "]},\n");
 }
 
-/* A real-time policy (chrt -f/-r) looks like a way to keep a benchmark undisturbed, but with the
- * kernel's RT throttling on (sched_rt_runtime_us < sched_rt_period_us, 950000 of 1000000 by
- * default) a CPU's real-time threads are stopped for the rest of each period once they used
- * their share: a decode, whose steps wait for every thread, then stalls ~50 ms a second. Seen on
- * the Xeon host of 2026-12-04 (4B decode, 2 threads): 86.3-86.5 % of the read bandwidth under
- * chrt -f 5 against 89.1-90.9 % without, runs interleaved. Say so instead of measuring it. */
+/* Under a real-time policy with RT throttling on, a CPU's RT threads are stopped for the rest of
+ * each period once they used their share, and a decode (whose steps wait for every thread)
+ * stalls ~50 ms a second: warn instead of measuring that. */
 static void warn_rt_throttle(void) {
     const int pol = sched_getscheduler(0);
     if (pol != SCHED_FIFO && pol != SCHED_RR) return;

@@ -19,23 +19,16 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* GNU vector extension: 32-byte lanes compile to the widest loads the target flags allow
- * (2x SSE2 on baseline x86-64, 2x NEON q registers on AArch64). A roofline must be the best the
- * memory does, and the load width changes what one core gets: on the AMD Zen 4 host, 16-byte
- * loads read ~20 % less than 32-byte ones; on the Xeon host of 2026-12-04, 32-byte loads read
- * ~20 % less than 64-byte ones (2 threads, 1 GiB, 20 interleaved rounds: 22.0 vs 26.7 GB/s).
- * So on x86-64 the same loop is also built for AVX2 and, with 64-byte lanes, AVX-512, and
- * kz_membw_open keeps the fastest of the builds this CPU runs (see bw_calibrate). */
+/* GNU vector extension: 32-byte lanes compile to the widest loads the target flags allow. The
+ * load width changes what one core reads (~20 % between widths on the x86 hosts measured, see
+ * docs/PERFORMANCE.md), so x86-64 also builds AVX2 and 64-byte AVX-512 loops; the fastest wins. */
 typedef uint64_t bw_vec __attribute__((vector_size(32)));
 typedef uint64_t bw_vec64 __attribute__((vector_size(64)));
 /* the vectors never cross a call (helpers inlined or taking pointers) */
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-/* A pass reads the buffer in chunks of BW_CHUNK_UNITS 256-byte units that the threads take from
- * a shared counter, as the engine's matmuls share their rows: with fixed halves a pass lasts
- * as long as the slower thread's half, and on the 2-vCPU Xeon host the two vCPUs' read rates
- * drift a few % apart from run to run (the faster one then idles at the end); there 1 MiB
- * chunks read ~2 % more than halves (median of 100 cold 256 MiB passes each, interleaved). */
+/* Threads take 1 MiB chunks from a shared counter, as the engine's matmuls share their rows:
+ * with fixed halves a pass would last as long as the slower thread's half. */
 #define BW_CHUNK_UNITS 4096 /* 1 MiB */
 
 typedef struct {
