@@ -8,25 +8,17 @@
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "sys/err.h"
 
 typedef unsigned long long ull;
 typedef long long sll;
 
 /* ---------- small helpers ---------- */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static uint32_t ld32(const uint8_t *p) {
@@ -112,15 +104,15 @@ static const char *noun(const char *what) { return strcmp(what, "kv") ? "name" :
 static int rd_str(rd *r, kz_str *s, const char *what, const char *name, ull idx) {
     char nb[96];
     if (rem(r) < 8) {
-        if (name) seterr(r->err, r->errlen, "%s '%s': truncated string length (file ends at byte %llu)", what, safe(name, nb, sizeof nb), (ull)r->size);
-        else seterr(r->err, r->errlen, "%s #%llu: truncated %s length (file ends at byte %llu)", what, idx, noun(what), (ull)r->size);
+        if (name) kz_seterr(r->err, r->errlen, "%s '%s': truncated string length (file ends at byte %llu)", what, safe(name, nb, sizeof nb), (ull)r->size);
+        else kz_seterr(r->err, r->errlen, "%s #%llu: truncated %s length (file ends at byte %llu)", what, idx, noun(what), (ull)r->size);
         return -1;
     }
     uint64_t len = ld64(r->b + r->off);
     r->off += 8;
     if (len > rem(r)) {
-        if (name) seterr(r->err, r->errlen, "%s '%s': string length %llu exceeds the %llu bytes left in the file", what, safe(name, nb, sizeof nb), (ull)len, (ull)rem(r));
-        else seterr(r->err, r->errlen, "%s #%llu: %s length %llu exceeds the %llu bytes left in the file", what, idx, noun(what), (ull)len, (ull)rem(r));
+        if (name) kz_seterr(r->err, r->errlen, "%s '%s': string length %llu exceeds the %llu bytes left in the file", what, safe(name, nb, sizeof nb), (ull)len, (ull)rem(r));
+        else kz_seterr(r->err, r->errlen, "%s #%llu: %s length %llu exceeds the %llu bytes left in the file", what, idx, noun(what), (ull)len, (ull)rem(r));
         return -1;
     }
     s->ptr = (const char *)r->b + r->off;
@@ -131,14 +123,14 @@ static int rd_str(rd *r, kz_str *s, const char *what, const char *name, ull idx)
 
 /* Validates a name (key or tensor name) and returns an owned NUL-terminated copy. */
 static char *dup_name(rd *r, kz_str s, const char *what, ull idx, uint64_t maxlen) {
-    if (s.len == 0) { seterr(r->err, r->errlen, "%s #%llu: empty %s", what, idx, noun(what)); return NULL; }
+    if (s.len == 0) { kz_seterr(r->err, r->errlen, "%s #%llu: empty %s", what, idx, noun(what)); return NULL; }
     if (s.len > maxlen) {
-        seterr(r->err, r->errlen, "%s #%llu: %s length %llu exceeds the limit of %llu bytes", what, idx, noun(what), (ull)s.len, (ull)maxlen);
+        kz_seterr(r->err, r->errlen, "%s #%llu: %s length %llu exceeds the limit of %llu bytes", what, idx, noun(what), (ull)s.len, (ull)maxlen);
         return NULL;
     }
-    if (memchr(s.ptr, 0, s.len)) { seterr(r->err, r->errlen, "%s #%llu: %s contains a NUL byte", what, idx, noun(what)); return NULL; }
+    if (memchr(s.ptr, 0, s.len)) { kz_seterr(r->err, r->errlen, "%s #%llu: %s contains a NUL byte", what, idx, noun(what)); return NULL; }
     char *c = malloc(s.len + 1);
-    if (!c) { seterr(r->err, r->errlen, "out of memory reading %s #%llu", what, idx); return NULL; }
+    if (!c) { kz_seterr(r->err, r->errlen, "out of memory reading %s #%llu", what, idx); return NULL; }
     memcpy(c, s.ptr, s.len);
     c[s.len] = 0;
     return c;
@@ -149,20 +141,20 @@ static char *dup_name(rd *r, kz_str s, const char *what, ull idx, uint64_t maxle
 static int rd_array_body(rd *r, const char *key, uint32_t et, uint64_t n, int depth, kz_str *strs) {
     char nb[96];
     if (et >= KZ_GGUF_NTYPES) {
-        seterr(r->err, r->errlen, "kv '%s': unknown array element type %u", safe(key, nb, sizeof nb), et);
+        kz_seterr(r->err, r->errlen, "kv '%s': unknown array element type %u", safe(key, nb, sizeof nb), et);
         return -1;
     }
     uint64_t esz = vsize(et);
     if (esz) {
         if (n > rem(r) / esz) {
-            seterr(r->err, r->errlen, "kv '%s': array of %llu %s elements does not fit in the %llu bytes left in the file", safe(key, nb, sizeof nb),
+            kz_seterr(r->err, r->errlen, "kv '%s': array of %llu %s elements does not fit in the %llu bytes left in the file", safe(key, nb, sizeof nb),
                    (ull)n, kz_gguf_type_name(et), (ull)rem(r));
             return -1;
         }
         if (et == KZ_GGUF_BOOL)
             for (uint64_t i = 0; i < n; i++)
                 if (r->b[r->off + i] > 1) {
-                    seterr(r->err, r->errlen, "kv '%s': bool array element %llu has value %u (must be 0 or 1)", safe(key, nb, sizeof nb), (ull)i, r->b[r->off + i]);
+                    kz_seterr(r->err, r->errlen, "kv '%s': bool array element %llu has value %u (must be 0 or 1)", safe(key, nb, sizeof nb), (ull)i, r->b[r->off + i]);
                     return -1;
                 }
         r->off += n * esz;
@@ -170,18 +162,18 @@ static int rd_array_body(rd *r, const char *key, uint32_t et, uint64_t n, int de
     }
     if (et == KZ_GGUF_STR) {
         if (n > rem(r) / 8) {
-            seterr(r->err, r->errlen, "kv '%s': array of %llu strings cannot fit in the %llu bytes left in the file", safe(key, nb, sizeof nb), (ull)n, (ull)rem(r));
+            kz_seterr(r->err, r->errlen, "kv '%s': array of %llu strings cannot fit in the %llu bytes left in the file", safe(key, nb, sizeof nb), (ull)n, (ull)rem(r));
             return -1;
         }
         for (uint64_t i = 0; i < n; i++) {
             if (rem(r) < 8) {
-                seterr(r->err, r->errlen, "kv '%s': string array truncated at element %llu", safe(key, nb, sizeof nb), (ull)i);
+                kz_seterr(r->err, r->errlen, "kv '%s': string array truncated at element %llu", safe(key, nb, sizeof nb), (ull)i);
                 return -1;
             }
             uint64_t len = ld64(r->b + r->off);
             r->off += 8;
             if (len > rem(r)) {
-                seterr(r->err, r->errlen, "kv '%s': string element %llu has length %llu but only %llu bytes are left in the file", safe(key, nb, sizeof nb), (ull)i, (ull)len, (ull)rem(r));
+                kz_seterr(r->err, r->errlen, "kv '%s': string element %llu has length %llu but only %llu bytes are left in the file", safe(key, nb, sizeof nb), (ull)i, (ull)len, (ull)rem(r));
                 return -1;
             }
             if (strs) { strs[i].ptr = (const char *)r->b + r->off; strs[i].len = len; }
@@ -191,16 +183,16 @@ static int rd_array_body(rd *r, const char *key, uint32_t et, uint64_t n, int de
     }
     /* nested array: each element is {u32 type, u64 count, body} */
     if (depth >= KZ_GGUF_MAX_DEPTH) {
-        seterr(r->err, r->errlen, "kv '%s': arrays nested deeper than %d levels", safe(key, nb, sizeof nb), KZ_GGUF_MAX_DEPTH);
+        kz_seterr(r->err, r->errlen, "kv '%s': arrays nested deeper than %d levels", safe(key, nb, sizeof nb), KZ_GGUF_MAX_DEPTH);
         return -1;
     }
     if (n > rem(r) / 12) {
-        seterr(r->err, r->errlen, "kv '%s': array of %llu arrays cannot fit in the %llu bytes left in the file", safe(key, nb, sizeof nb), (ull)n, (ull)rem(r));
+        kz_seterr(r->err, r->errlen, "kv '%s': array of %llu arrays cannot fit in the %llu bytes left in the file", safe(key, nb, sizeof nb), (ull)n, (ull)rem(r));
         return -1;
     }
     for (uint64_t i = 0; i < n; i++) {
         if (rem(r) < 12) {
-            seterr(r->err, r->errlen, "kv '%s': nested array truncated at element %llu", safe(key, nb, sizeof nb), (ull)i);
+            kz_seterr(r->err, r->errlen, "kv '%s': nested array truncated at element %llu", safe(key, nb, sizeof nb), (ull)i);
             return -1;
         }
         uint32_t et2 = ld32(r->b + r->off);
@@ -220,24 +212,24 @@ static int rd_kv(rd *r, kz_gguf *g, uint64_t i) {
     if (!(kv->key = dup_name(r, ks, "kv", (ull)i, UINT64_MAX))) return -1;
     const char *key = kv->key;
     if (!index_insert(g->kindex, g->kindex_cap, key, (uint32_t)i, kv_name, g)) {
-        seterr(r->err, r->errlen, "duplicate metadata key '%s' (kv #%llu)", safe(key, nb, sizeof nb), (ull)i);
+        kz_seterr(r->err, r->errlen, "duplicate metadata key '%s' (kv #%llu)", safe(key, nb, sizeof nb), (ull)i);
         return -1;
     }
-    if (rem(r) < 4) { seterr(r->err, r->errlen, "kv '%s': truncated before its value type", safe(key, nb, sizeof nb)); return -1; }
+    if (rem(r) < 4) { kz_seterr(r->err, r->errlen, "kv '%s': truncated before its value type", safe(key, nb, sizeof nb)); return -1; }
     kv->type = ld32(r->b + r->off);
     r->off += 4;
     kv->n = 1;
     if (kv->type >= KZ_GGUF_NTYPES) {
-        seterr(r->err, r->errlen, "kv '%s': unknown value type %u", safe(key, nb, sizeof nb), kv->type);
+        kz_seterr(r->err, r->errlen, "kv '%s': unknown value type %u", safe(key, nb, sizeof nb), kv->type);
         return -1;
     }
     uint64_t esz = vsize(kv->type);
     if (esz) {
-        if (rem(r) < esz) { seterr(r->err, r->errlen, "kv '%s': %s value truncated", safe(key, nb, sizeof nb), kz_gguf_type_name(kv->type)); return -1; }
+        if (rem(r) < esz) { kz_seterr(r->err, r->errlen, "kv '%s': %s value truncated", safe(key, nb, sizeof nb), kz_gguf_type_name(kv->type)); return -1; }
         kv->data = r->b + r->off;
         kv->size = esz;
         if (kv->type == KZ_GGUF_BOOL && kv->data[0] > 1) {
-            seterr(r->err, r->errlen, "kv '%s': bool value %u (must be 0 or 1)", safe(key, nb, sizeof nb), kv->data[0]);
+            kz_seterr(r->err, r->errlen, "kv '%s': bool value %u (must be 0 or 1)", safe(key, nb, sizeof nb), kv->data[0]);
             return -1;
         }
         r->off += esz;
@@ -245,13 +237,13 @@ static int rd_kv(rd *r, kz_gguf *g, uint64_t i) {
     }
     if (kv->type == KZ_GGUF_STR) {
         kv->data = r->b + r->off;
-        if (!(kv->strs = malloc(sizeof(kz_str)))) { seterr(r->err, r->errlen, "out of memory"); return -1; }
+        if (!(kv->strs = malloc(sizeof(kz_str)))) { kz_seterr(r->err, r->errlen, "out of memory"); return -1; }
         if (rd_str(r, kv->strs, "kv", key, (ull)i)) return -1;
         kv->size = 8 + kv->strs->len;
         return 0;
     }
     /* array */
-    if (rem(r) < 12) { seterr(r->err, r->errlen, "kv '%s': truncated array header", safe(key, nb, sizeof nb)); return -1; }
+    if (rem(r) < 12) { kz_seterr(r->err, r->errlen, "kv '%s': truncated array header", safe(key, nb, sizeof nb)); return -1; }
     kv->arr_type = ld32(r->b + r->off);
     kv->n = ld64(r->b + r->off + 4);
     r->off += 12;
@@ -260,11 +252,11 @@ static int rd_kv(rd *r, kz_gguf *g, uint64_t i) {
     if (kv->arr_type == KZ_GGUF_STR) {
         /* bound n by the file before allocating: each string needs >= 8 bytes */
         if (kv->n > rem(r) / 8) {
-            seterr(r->err, r->errlen, "kv '%s': array of %llu strings cannot fit in the %llu bytes left in the file", safe(key, nb, sizeof nb), (ull)kv->n, (ull)rem(r));
+            kz_seterr(r->err, r->errlen, "kv '%s': array of %llu strings cannot fit in the %llu bytes left in the file", safe(key, nb, sizeof nb), (ull)kv->n, (ull)rem(r));
             return -1;
         }
         if (!(kv->strs = malloc((kv->n ? kv->n : 1) * sizeof(kz_str)))) {
-            seterr(r->err, r->errlen, "kv '%s': out of memory for %llu strings", safe(key, nb, sizeof nb), (ull)kv->n);
+            kz_seterr(r->err, r->errlen, "kv '%s': out of memory for %llu strings", safe(key, nb, sizeof nb), (ull)kv->n);
             return -1;
         }
     }
@@ -281,26 +273,26 @@ static int rd_tensor_info(rd *r, kz_gguf *g, uint64_t i) {
     if (!(t->name = dup_name(r, ns, "tensor", (ull)i, KZ_GGUF_MAX_NAME))) return -1;
     const char *nm = safe(t->name, nb, sizeof nb);
     if (!index_insert(g->tindex, g->tindex_cap, t->name, (uint32_t)i, t_name, g)) {
-        seterr(r->err, r->errlen, "duplicate tensor name '%s' (tensor #%llu)", nm, (ull)i);
+        kz_seterr(r->err, r->errlen, "duplicate tensor name '%s' (tensor #%llu)", nm, (ull)i);
         return -1;
     }
-    if (rem(r) < 4) { seterr(r->err, r->errlen, "tensor '%s': info truncated before n_dims", nm); return -1; }
+    if (rem(r) < 4) { kz_seterr(r->err, r->errlen, "tensor '%s': info truncated before n_dims", nm); return -1; }
     t->n_dims = ld32(r->b + r->off);
     r->off += 4;
     if (t->n_dims < 1 || t->n_dims > 4) {
-        seterr(r->err, r->errlen, "tensor '%s': n_dims = %u (must be 1..4)", nm, t->n_dims);
+        kz_seterr(r->err, r->errlen, "tensor '%s': n_dims = %u (must be 1..4)", nm, t->n_dims);
         return -1;
     }
-    if (rem(r) < 8ull * t->n_dims + 12) { seterr(r->err, r->errlen, "tensor '%s': info truncated", nm); return -1; }
+    if (rem(r) < 8ull * t->n_dims + 12) { kz_seterr(r->err, r->errlen, "tensor '%s': info truncated", nm); return -1; }
     uint64_t nel = 1;
     for (uint32_t d = 0; d < 4; d++) {
         if (d >= t->n_dims) { t->ne[d] = 1; continue; }
         uint64_t v = ld64(r->b + r->off);
         r->off += 8;
-        if (v == 0) { seterr(r->err, r->errlen, "tensor '%s': ne[%u] is 0 (empty tensors are not supported)", nm, d); return -1; }
-        if (v > INT64_MAX) { seterr(r->err, r->errlen, "tensor '%s': ne[%u] = %llu is negative as int64", nm, d, (ull)v); return -1; }
+        if (v == 0) { kz_seterr(r->err, r->errlen, "tensor '%s': ne[%u] is 0 (empty tensors are not supported)", nm, d); return -1; }
+        if (v > INT64_MAX) { kz_seterr(r->err, r->errlen, "tensor '%s': ne[%u] = %llu is negative as int64", nm, d, (ull)v); return -1; }
         if (nel > (uint64_t)INT64_MAX / v) {
-            seterr(r->err, r->errlen, "tensor '%s': element count overflows int64 (ne[%u] = %llu)", nm, d, (ull)v);
+            kz_seterr(r->err, r->errlen, "tensor '%s': element count overflows int64 (ne[%u] = %llu)", nm, d, (ull)v);
             return -1;
         }
         nel *= v;
@@ -309,9 +301,9 @@ static int rd_tensor_info(rd *r, kz_gguf *g, uint64_t i) {
     t->type = ld32(r->b + r->off);
     r->off += 4;
     const kz_type_info *ti = kz_type_get(t->type);
-    if (!ti) { seterr(r->err, r->errlen, "tensor '%s': unknown or removed ggml type %u", nm, t->type); return -1; }
+    if (!ti) { kz_seterr(r->err, r->errlen, "tensor '%s': unknown or removed ggml type %u", nm, t->type); return -1; }
     if (t->ne[0] % ti->blck) {
-        seterr(r->err, r->errlen, "tensor '%s': ne[0] = %lld is not a multiple of the %s block size %u", nm, (sll)t->ne[0], ti->name, ti->blck);
+        kz_seterr(r->err, r->errlen, "tensor '%s': ne[0] = %lld is not a multiple of the %s block size %u", nm, (sll)t->ne[0], ti->name, ti->blck);
         return -1;
     }
     uint64_t blocks = (uint64_t)t->ne[0] / ti->blck;
@@ -326,7 +318,7 @@ static int rd_tensor_info(rd *r, kz_gguf *g, uint64_t i) {
     r->off += 8;
     return 0;
 ovf:
-    seterr(r->err, r->errlen, "tensor '%s': byte size overflows 64 bits", nm);
+    kz_seterr(r->err, r->errlen, "tensor '%s': byte size overflows 64 bits", nm);
     return -1;
 }
 
@@ -346,21 +338,21 @@ static int check_layout(rd *r, kz_gguf *g) {
         return 0;
     }
     if (g->data_offset > g->size) {
-        seterr(r->err, r->errlen, "truncated file: tensor data would start at byte %llu but the file has %llu bytes", (ull)g->data_offset, (ull)g->size);
+        kz_seterr(r->err, r->errlen, "truncated file: tensor data would start at byte %llu but the file has %llu bytes", (ull)g->data_offset, (ull)g->size);
         return -1;
     }
     uint64_t dsize = g->size - g->data_offset;
     span *sp = malloc(g->n_tensors * sizeof(span));
-    if (!sp) { seterr(r->err, r->errlen, "out of memory"); return -1; }
+    if (!sp) { kz_seterr(r->err, r->errlen, "out of memory"); return -1; }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         kz_tensor_info *t = &g->tensors[i];
         if (t->offset % a) {
-            seterr(r->err, r->errlen, "tensor '%s': offset %llu is not a multiple of the alignment %llu", safe(t->name, nb, sizeof nb), (ull)t->offset, (ull)a);
+            kz_seterr(r->err, r->errlen, "tensor '%s': offset %llu is not a multiple of the alignment %llu", safe(t->name, nb, sizeof nb), (ull)t->offset, (ull)a);
             free(sp);
             return -1;
         }
         if (t->offset > dsize || t->nbytes > dsize - t->offset) {
-            seterr(r->err, r->errlen, "tensor '%s': data [%llu, +%llu) extends past the end of the file (data section holds %llu bytes; truncated file?)",
+            kz_seterr(r->err, r->errlen, "tensor '%s': data [%llu, +%llu) extends past the end of the file (data section holds %llu bytes; truncated file?)",
                    safe(t->name, nb, sizeof nb), (ull)t->offset, (ull)t->nbytes, (ull)dsize);
             free(sp);
             return -1;
@@ -373,7 +365,7 @@ static int check_layout(rd *r, kz_gguf *g) {
     qsort(sp, g->n_tensors, sizeof(span), span_cmp);
     for (uint64_t i = 1; i < g->n_tensors; i++)
         if (sp[i].off < sp[i - 1].end) {
-            seterr(r->err, r->errlen, "tensors '%s' and '%s' overlap (data at offsets %llu+%llu and %llu)",
+            kz_seterr(r->err, r->errlen, "tensors '%s' and '%s' overlap (data at offsets %llu+%llu and %llu)",
                    safe(g->tensors[sp[i - 1].idx].name, nb, sizeof nb), safe(g->tensors[sp[i].idx].name, nb2, sizeof nb2),
                    (ull)sp[i - 1].off, (ull)(sp[i - 1].end - sp[i - 1].off), (ull)sp[i].off);
             free(sp);
@@ -386,20 +378,20 @@ static int check_layout(rd *r, kz_gguf *g) {
 static int parse(kz_gguf *g, char *err, size_t errlen) {
     rd r = {g->map, g->size, 0, err, errlen};
     const uint8_t *b = g->map;
-    if (g->size < 4) { seterr(err, errlen, "file is %llu bytes, too small to be a GGUF file", (ull)g->size); return -1; }
+    if (g->size < 4) { kz_seterr(err, errlen, "file is %llu bytes, too small to be a GGUF file", (ull)g->size); return -1; }
     if (memcmp(b, "GGUF", 4)) {
-        seterr(err, errlen, "not a GGUF file (magic bytes %02x %02x %02x %02x, expected 47 47 55 46 \"GGUF\")", b[0], b[1], b[2], b[3]);
+        kz_seterr(err, errlen, "not a GGUF file (magic bytes %02x %02x %02x %02x, expected 47 47 55 46 \"GGUF\")", b[0], b[1], b[2], b[3]);
         return -1;
     }
-    if (g->size < 24) { seterr(err, errlen, "truncated GGUF header (%llu bytes, need 24)", (ull)g->size); return -1; }
+    if (g->size < 24) { kz_seterr(err, errlen, "truncated GGUF header (%llu bytes, need 24)", (ull)g->size); return -1; }
     uint32_t v = ld32(b + 4);
-    if (v == 0) { seterr(err, errlen, "invalid GGUF version 0"); return -1; }
+    if (v == 0) { kz_seterr(err, errlen, "invalid GGUF version 0"); return -1; }
     if ((v & 0xFFFF) == 0) {
-        seterr(err, errlen, "GGUF version field 0x%08x looks byte-swapped: big-endian GGUF files are not supported", v);
+        kz_seterr(err, errlen, "GGUF version field 0x%08x looks byte-swapped: big-endian GGUF files are not supported", v);
         return -1;
     }
-    if (v == 1) { seterr(err, errlen, "GGUF version 1 is not supported (re-convert the model with a current converter)"); return -1; }
-    if (v > 3) { seterr(err, errlen, "GGUF version %u is not supported (this reader handles 2 and 3)", v); return -1; }
+    if (v == 1) { kz_seterr(err, errlen, "GGUF version 1 is not supported (re-convert the model with a current converter)"); return -1; }
+    if (v > 3) { kz_seterr(err, errlen, "GGUF version %u is not supported (this reader handles 2 and 3)", v); return -1; }
     g->version = v;
     uint64_t nt = ld64(b + 8), nkv = ld64(b + 16);
     r.off = 24;
@@ -407,11 +399,11 @@ static int parse(kz_gguf *g, char *err, size_t errlen) {
      * 8 ne, 4 type, 8 offset. Rejecting counts the file cannot hold bounds every allocation. */
     const uint64_t min_kv = 14, min_ti = 33;
     if (nkv > KZ_GGUF_MAX_COUNT || nkv > rem(&r) / min_kv) {
-        seterr(err, errlen, "impossible metadata count n_kv = %llu (file of %llu bytes holds at most %llu; limit %u)", (ull)nkv, (ull)g->size, (ull)(rem(&r) / min_kv), KZ_GGUF_MAX_COUNT);
+        kz_seterr(err, errlen, "impossible metadata count n_kv = %llu (file of %llu bytes holds at most %llu; limit %u)", (ull)nkv, (ull)g->size, (ull)(rem(&r) / min_kv), KZ_GGUF_MAX_COUNT);
         return -1;
     }
     if (nt > KZ_GGUF_MAX_COUNT || nt > (rem(&r) - nkv * min_kv) / min_ti) {
-        seterr(err, errlen, "impossible tensor count n_tensors = %llu (file of %llu bytes with %llu kvs holds at most %llu; limit %u)", (ull)nt, (ull)g->size,
+        kz_seterr(err, errlen, "impossible tensor count n_tensors = %llu (file of %llu bytes with %llu kvs holds at most %llu; limit %u)", (ull)nt, (ull)g->size,
                (ull)nkv, (ull)((rem(&r) - nkv * min_kv) / min_ti), KZ_GGUF_MAX_COUNT);
         return -1;
     }
@@ -419,7 +411,7 @@ static int parse(kz_gguf *g, char *err, size_t errlen) {
     g->tensors = calloc(nt ? nt : 1, sizeof(kz_tensor_info));
     g->kindex = index_new(nkv, &g->kindex_cap);
     g->tindex = index_new(nt, &g->tindex_cap);
-    if (!g->kv || !g->tensors || !g->kindex || !g->tindex) { seterr(err, errlen, "out of memory"); return -1; }
+    if (!g->kv || !g->tensors || !g->kindex || !g->tindex) { kz_seterr(err, errlen, "out of memory"); return -1; }
     for (uint64_t i = 0; i < nkv; i++) {
         g->n_kv = i + 1; /* so close() frees what was allocated so far */
         if (rd_kv(&r, g, i)) return -1;
@@ -428,11 +420,11 @@ static int parse(kz_gguf *g, char *err, size_t errlen) {
     const kz_gguf_kv *al = kz_gguf_get_kv(g, "general.alignment");
     if (al) {
         if (al->type != KZ_GGUF_U32) {
-            seterr(err, errlen, "general.alignment must be of type u32, got %s", kz_gguf_type_name(al->type));
+            kz_seterr(err, errlen, "general.alignment must be of type u32, got %s", kz_gguf_type_name(al->type));
             return -1;
         }
         uint32_t a = ld32(al->data);
-        if (a == 0 || (a & (a - 1))) { seterr(err, errlen, "general.alignment = %u is not a non-zero power of two", a); return -1; }
+        if (a == 0 || (a & (a - 1))) { kz_seterr(err, errlen, "general.alignment = %u is not a non-zero power of two", a); return -1; }
         g->alignment = a;
     }
     for (uint64_t i = 0; i < nt; i++) {
@@ -446,14 +438,14 @@ static kz_gguf *open_buf(void *map, size_t size, int owns, char *err, size_t err
     kz_gguf *g = calloc(1, sizeof *g);
     if (!g) {
         if (owns) munmap(map, size);
-        seterr(err, errlen, "out of memory");
+        kz_seterr(err, errlen, "out of memory");
         return NULL;
     }
     g->map = map;
     g->size = size;
     g->owns_map = owns;
     if (parse(g, err, errlen)) {
-        if (err && errlen && !err[0]) seterr(err, errlen, "invalid GGUF file");
+        if (err && errlen && !err[0]) kz_seterr(err, errlen, "invalid GGUF file");
         kz_gguf_close(g);
         return NULL;
     }
@@ -462,7 +454,7 @@ static kz_gguf *open_buf(void *map, size_t size, int owns, char *err, size_t err
 
 kz_gguf *kz_gguf_open_mem(const void *buf, size_t size, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
-    if (!buf) { seterr(err, errlen, "no buffer given"); return NULL; }
+    if (!buf) { kz_seterr(err, errlen, "no buffer given"); return NULL; }
     /* the handle never writes through map; the cast only fits the shared struct field */
     return open_buf((void *)buf, size, 0, err, errlen);
 }
@@ -470,29 +462,29 @@ kz_gguf *kz_gguf_open_mem(const void *buf, size_t size, char *err, size_t errlen
 kz_gguf *kz_gguf_open(const char *path, char *err, size_t errlen) {
     char e[512] = "";
     if (err && errlen) err[0] = 0;
-    if (!path) { seterr(err, errlen, "no path given"); return NULL; }
+    if (!path) { kz_seterr(err, errlen, "no path given"); return NULL; }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    if (fd < 0) { kz_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
     struct stat st;
-    if (fstat(fd, &st)) { seterr(err, errlen, "%s: cannot stat: %s", path, strerror(errno)); close(fd); return NULL; }
-    if (!S_ISREG(st.st_mode)) { seterr(err, errlen, "%s: not a regular file", path); close(fd); return NULL; }
-    if (st.st_size == 0) { seterr(err, errlen, "%s: empty file (0 bytes), not a GGUF file", path); close(fd); return NULL; }
-    if ((uint64_t)st.st_size > SIZE_MAX) { seterr(err, errlen, "%s: file too large to map on this system", path); close(fd); return NULL; }
+    if (fstat(fd, &st)) { kz_seterr(err, errlen, "%s: cannot stat: %s", path, strerror(errno)); close(fd); return NULL; }
+    if (!S_ISREG(st.st_mode)) { kz_seterr(err, errlen, "%s: not a regular file", path); close(fd); return NULL; }
+    if (st.st_size == 0) { kz_seterr(err, errlen, "%s: empty file (0 bytes), not a GGUF file", path); close(fd); return NULL; }
+    if ((uint64_t)st.st_size > SIZE_MAX) { kz_seterr(err, errlen, "%s: file too large to map on this system", path); close(fd); return NULL; }
     size_t size = (size_t)st.st_size;
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int merr = errno;
     close(fd);
     if (map == MAP_FAILED) {
         if (merr == ENOMEM) /* the whole file is mapped: it must fit in the address space */
-            seterr(err, errlen, "%s: cannot map the %.2f GiB file: not enough address space (mmap: %s); "
+            kz_seterr(err, errlen, "%s: cannot map the %.2f GiB file: not enough address space (mmap: %s); "
                    "this needs a 64-bit build or a higher address-space limit (ulimit -v)",
                    path, (double)size / 1073741824.0, strerror(merr));
         else
-            seterr(err, errlen, "%s: mmap failed: %s", path, strerror(merr));
+            kz_seterr(err, errlen, "%s: mmap failed: %s", path, strerror(merr));
         return NULL;
     }
     kz_gguf *g = open_buf(map, size, 1, e, sizeof e);
-    if (!g) seterr(err, errlen, "%s: %s", path, e);
+    if (!g) kz_seterr(err, errlen, "%s: %s", path, e);
     return g;
 }
 

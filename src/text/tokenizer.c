@@ -18,12 +18,12 @@
 #include "text/tokenizer.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "text/unicode.h"
+#include "sys/err.h"
 
 enum { ATTR_CONTROL = 1, ATTR_EOG = 2 };
 
@@ -51,15 +51,6 @@ struct kz_tokenizer {
 };
 
 /* ---- helpers ---- */
-
-__attribute__((format(printf, 3, 4)))
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static uint32_t hash_bytes(const char *s, size_t n) {
     uint32_t h = 2166136261u;
@@ -142,14 +133,14 @@ static int sp_cmp(const void *a, const void *b) {
 }
 
 kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) {
-    if (!sp || !sp->tokens || sp->n_tokens <= 0) { seterr(err, errlen, "tokenizer: empty token list"); return NULL; }
-    if (sp->n_tokens > (1 << 26)) { seterr(err, errlen, "tokenizer: %d tokens is too many", sp->n_tokens); return NULL; }
-    if (sp->n_merges < 0 || (sp->n_merges > 0 && !sp->merges)) { seterr(err, errlen, "tokenizer: bad merge list"); return NULL; }
+    if (!sp || !sp->tokens || sp->n_tokens <= 0) { kz_seterr(err, errlen, "tokenizer: empty token list"); return NULL; }
+    if (sp->n_tokens > (1 << 26)) { kz_seterr(err, errlen, "tokenizer: %d tokens is too many", sp->n_tokens); return NULL; }
+    if (sp->n_merges < 0 || (sp->n_merges > 0 && !sp->merges)) { kz_seterr(err, errlen, "tokenizer: bad merge list"); return NULL; }
     int variant;
     if (sp->pre && !strcmp(sp->pre, "qwen2")) variant = KZ_PRE_QWEN2;
     else if (sp->pre && !strcmp(sp->pre, "qwen35")) variant = KZ_PRE_QWEN35;
     else {
-        seterr(err, errlen, "tokenizer.ggml.pre '%s' is not supported (supported: qwen2, qwen35)",
+        kz_seterr(err, errlen, "tokenizer.ggml.pre '%s' is not supported (supported: qwen2, qwen35)",
                sp->pre ? sp->pre : "(missing)");
         return NULL;
     }
@@ -160,10 +151,10 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
     t->variant = variant;
     uint64_t total = 0;
     for (int i = 0; i < n; i++) {
-        if (!sp->tokens[i].ptr && sp->tokens[i].len) { seterr(err, errlen, "tokenizer: token %d has no text", i); goto fail; }
+        if (!sp->tokens[i].ptr && sp->tokens[i].len) { kz_seterr(err, errlen, "tokenizer: token %d has no text", i); goto fail; }
         total += sp->tokens[i].len;
     }
-    if (total >= UINT32_MAX / 2) { seterr(err, errlen, "tokenizer: token texts too large"); goto fail; }
+    if (total >= UINT32_MAX / 2) { kz_seterr(err, errlen, "tokenizer: token texts too large"); goto fail; }
     t->text = malloc(total + 1);
     t->toff = malloc(((size_t)n + 1) * sizeof *t->toff);
     t->type = malloc((size_t)n);
@@ -176,7 +167,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
         for (uint64_t k = 0; k < s->len;) {
             uint32_t cp;
             int r = kz_utf8_next((const unsigned char *)s->ptr + k, s->len - k, &cp);
-            if (r < 0) { seterr(err, errlen, "tokenizer.ggml.tokens[%d] is not valid UTF-8", i); goto fail; }
+            if (r < 0) { kz_seterr(err, errlen, "tokenizer.ggml.tokens[%d] is not valid UTF-8", i); goto fail; }
             k += (uint64_t)r;
         }
         t->toff[i] = off;
@@ -184,7 +175,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
         off += (uint32_t)s->len;
         int ty = sp->types ? sp->types[i] : KZ_TOKTYPE_NORMAL;
         if (ty < KZ_TOKTYPE_NORMAL || ty > KZ_TOKTYPE_BYTE) {
-            seterr(err, errlen, "tokenizer.ggml.token_type[%d] = %d is not a known type (1..6)", i, ty);
+            kz_seterr(err, errlen, "tokenizer.ggml.token_type[%d] = %d is not a known type (1..6)", i, ty);
             goto fail;
         }
         t->type[i] = (uint8_t)ty;
@@ -243,7 +234,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
         int k = kz_utf8_put(b2u[b], u);
         int32_t id = find_text(t, (const char *)u, (size_t)k);
         if (id < 0) {
-            seterr(err, errlen, "tokenizer: vocab has no token for byte 0x%02X (expected text \"%.*s\"); "
+            kz_seterr(err, errlen, "tokenizer: vocab has no token for byte 0x%02X (expected text \"%.*s\"); "
                    "not a byte-level BPE vocab", b, k, (const char *)u);
             goto fail;
         }
@@ -263,7 +254,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
         if (!sep) {
             free(cat);
             char q[72];
-            seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%s\" is not \"left right\"", m,
+            kz_seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%s\" is not \"left right\"", m,
                    kz_utf8_printable(s->ptr ? s->ptr : "", s->ptr ? s->len : 0, q, sizeof q));
             goto fail;
         }
@@ -280,7 +271,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
         if (ab < 0) {
             free(cat);
             char q[72];
-            seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%s\" refers to a token not in the vocab", m,
+            kz_seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%s\" refers to a token not in the vocab", m,
                    kz_utf8_printable(s->ptr, s->len, q, sizeof q));
             goto fail;
         }
@@ -299,7 +290,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
     static const char *const idn[5] = {"eos", "bos", "padding", "eot", "eom"};
     for (int k = 0; k < 5; k++)
         if (ids[k] < -1 || ids[k] >= n) {
-            seterr(err, errlen, "tokenizer.ggml.%s_token_id = %d is outside the vocab (0..%d)", idn[k], ids[k], n - 1);
+            kz_seterr(err, errlen, "tokenizer.ggml.%s_token_id = %d is outside the vocab (0..%d)", idn[k], ids[k], n - 1);
             goto fail;
         }
     t->eos = sp->eos;
@@ -340,7 +331,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
     return t;
 
 oom:
-    seterr(err, errlen, "tokenizer: out of memory");
+    kz_seterr(err, errlen, "tokenizer: out of memory");
 fail:
     kz_tokenizer_free(t);
     return NULL;
@@ -351,7 +342,7 @@ static int get_id(const kz_gguf *g, const char *key, int32_t *out, char *err, si
     int r = kz_gguf_get_i64(g, key, &v);
     *out = -1;
     if (r == -1) return 0;
-    if (r != 0 || v < -1 || v > INT32_MAX) { seterr(err, errlen, "%s has a bad type or value", key); return -1; }
+    if (r != 0 || v < -1 || v > INT32_MAX) { kz_seterr(err, errlen, "%s has a bad type or value", key); return -1; }
     *out = (int32_t)v;
     return 0;
 }
@@ -359,21 +350,21 @@ static int get_id(const kz_gguf *g, const char *key, int32_t *out, char *err, si
 kz_tokenizer *kz_tokenizer_from_gguf(const kz_gguf *g, char *err, size_t errlen) {
     kz_str model, pre;
     int r = kz_gguf_get_str(g, "tokenizer.ggml.model", &model);
-    if (r != 0) { seterr(err, errlen, "tokenizer.ggml.model is %s", r == -1 ? "missing" : "not a string"); return NULL; }
+    if (r != 0) { kz_seterr(err, errlen, "tokenizer.ggml.model is %s", r == -1 ? "missing" : "not a string"); return NULL; }
     if (model.len != 4 || memcmp(model.ptr, "gpt2", 4) != 0) {
         char q[48];
-        seterr(err, errlen, "tokenizer.ggml.model '%s' is not supported (only 'gpt2' byte-level BPE)",
+        kz_seterr(err, errlen, "tokenizer.ggml.model '%s' is not supported (only 'gpt2' byte-level BPE)",
                kz_utf8_printable(model.ptr, model.len, q, sizeof q));
         return NULL;
     }
     r = kz_gguf_get_str(g, "tokenizer.ggml.pre", &pre);
-    if (r != 0) { seterr(err, errlen, "tokenizer.ggml.pre is %s (expected qwen2 or qwen35)", r == -1 ? "missing" : "not a string"); return NULL; }
+    if (r != 0) { kz_seterr(err, errlen, "tokenizer.ggml.pre is %s (expected qwen2 or qwen35)", r == -1 ? "missing" : "not a string"); return NULL; }
     char pre_s[64];
     kz_utf8_printable(pre.ptr, pre.len, pre_s, sizeof pre_s); /* compared exactly below; quoted in errors */
     const kz_gguf_kv *tk = kz_gguf_get_kv(g, "tokenizer.ggml.tokens");
-    if (!tk) { seterr(err, errlen, "tokenizer.ggml.tokens is missing"); return NULL; }
+    if (!tk) { kz_seterr(err, errlen, "tokenizer.ggml.tokens is missing"); return NULL; }
     if (tk->type != KZ_GGUF_ARR || tk->arr_type != KZ_GGUF_STR || !tk->strs || tk->n == 0 || tk->n > (1u << 26)) {
-        seterr(err, errlen, "tokenizer.ggml.tokens is not a non-empty string array");
+        kz_seterr(err, errlen, "tokenizer.ggml.tokens is not a non-empty string array");
         return NULL;
     }
     int n = (int)tk->n;
@@ -381,16 +372,16 @@ kz_tokenizer *kz_tokenizer_from_gguf(const kz_gguf *g, char *err, size_t errlen)
     const kz_gguf_kv *tt = kz_gguf_get_kv(g, "tokenizer.ggml.token_type");
     if (tt) {
         if (tt->type != KZ_GGUF_ARR || tt->n != tk->n) {
-            seterr(err, errlen, "tokenizer.ggml.token_type must be an integer array of %d entries", n);
+            kz_seterr(err, errlen, "tokenizer.ggml.token_type must be an integer array of %d entries", n);
             return NULL;
         }
         types = malloc((size_t)n * sizeof *types);
-        if (!types) { seterr(err, errlen, "tokenizer: out of memory"); return NULL; }
+        if (!types) { kz_seterr(err, errlen, "tokenizer: out of memory"); return NULL; }
         for (int i = 0; i < n; i++) {
             int64_t v;
             if (kz_gguf_arr_i64(tt, (uint64_t)i, &v) != 0 || v < INT32_MIN || v > INT32_MAX) {
                 free(types);
-                seterr(err, errlen, "tokenizer.ggml.token_type[%d] is not an integer", i);
+                kz_seterr(err, errlen, "tokenizer.ggml.token_type[%d] is not an integer", i);
                 return NULL;
             }
             types[i] = (int32_t)v;
@@ -399,7 +390,7 @@ kz_tokenizer *kz_tokenizer_from_gguf(const kz_gguf *g, char *err, size_t errlen)
     const kz_gguf_kv *mk = kz_gguf_get_kv(g, "tokenizer.ggml.merges");
     if (mk && (mk->type != KZ_GGUF_ARR || (mk->n > 0 && (mk->arr_type != KZ_GGUF_STR || !mk->strs)) || mk->n > INT32_MAX)) {
         free(types);
-        seterr(err, errlen, "tokenizer.ggml.merges is not a string array");
+        kz_seterr(err, errlen, "tokenizer.ggml.merges is not a string array");
         return NULL;
     }
     kz_tok_spec sp = {0};

@@ -7,7 +7,6 @@
 #include "tools/mkmodel/mkmodel.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +14,7 @@
 #include "matmul/quant.h"
 #include "sys/threadpool.h"
 #include "model/types.h"
+#include "sys/err.h"
 
 enum { K_MAT, K_MAT_F32, K_NORM, K_SSM_A, K_DT_BIAS, K_CONV };
 
@@ -40,14 +40,6 @@ typedef struct {
     int oom;
     const kz_mkmodel_cfg *cfg;
 } tlist;
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---------------- presets ---------------- */
 
@@ -159,7 +151,7 @@ static const char *tyname(uint32_t t) {
 static int check_cfg(const kz_mkmodel_cfg *c, char *err, size_t errlen) {
     int q35 = !strcmp(c->arch, "qwen35");
     if (!q35 && strcmp(c->arch, "qwen3")) {
-        seterr(err, errlen, "unknown arch '%s' (use qwen35 or qwen3)", c->arch);
+        kz_seterr(err, errlen, "unknown arch '%s' (use qwen35 or qwen3)", c->arch);
         return -1;
     }
     struct { const char *n; int v; } dims[] = {
@@ -169,32 +161,32 @@ static int check_cfg(const kz_mkmodel_cfg *c, char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i].v < 1 || (dims[i].v > DIM_MAX && strcmp(dims[i].n, "n_ctx_train"))) {
-            seterr(err, errlen, "%s = %d is out of range (1..%d)", dims[i].n, dims[i].v, DIM_MAX);
+            kz_seterr(err, errlen, "%s = %d is out of range (1..%d)", dims[i].n, dims[i].v, DIM_MAX);
             return -1;
         }
     if (c->n_vocab < 0 || c->n_vocab > (1 << 24)) {
-        seterr(err, errlen, "n_vocab = %d is out of range (0 = auto, up to %d)", c->n_vocab, 1 << 24);
+        kz_seterr(err, errlen, "n_vocab = %d is out of range (0 = auto, up to %d)", c->n_vocab, 1 << 24);
         return -1;
     }
     if (c->n_head % c->n_head_kv) {
-        seterr(err, errlen, "n_head = %d is not a multiple of n_head_kv = %d", c->n_head, c->n_head_kv);
+        kz_seterr(err, errlen, "n_head = %d is not a multiple of n_head_kv = %d", c->n_head, c->n_head_kv);
         return -1;
     }
     if (c->n_rot > c->head_dim || c->n_rot % 2) {
-        seterr(err, errlen, "n_rot = %d must be even and <= head_dim = %d", c->n_rot, c->head_dim);
+        kz_seterr(err, errlen, "n_rot = %d must be even and <= head_dim = %d", c->n_rot, c->head_dim);
         return -1;
     }
     if (!c->mix && kz_mkmodel_file_type(c->wtype) < 0) {
-        seterr(err, errlen, "matrix type %s is not supported (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k or iq4_xs)", tyname(c->wtype));
+        kz_seterr(err, errlen, "matrix type %s is not supported (use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k or iq4_xs)", tyname(c->wtype));
         return -1;
     }
     if (!(c->rms_eps > 0) || !(c->rope_base > 0)) {
-        seterr(err, errlen, "rms_eps and rope_base must be > 0");
+        kz_seterr(err, errlen, "rms_eps and rope_base must be > 0");
         return -1;
     }
     if (!q35) {
         if (c->n_nextn) {
-            seterr(err, errlen, "n_nextn (MTP blocks) is only for qwen35");
+            kz_seterr(err, errlen, "n_nextn (MTP blocks) is only for qwen35");
             return -1;
         }
         return 0;
@@ -206,33 +198,33 @@ static int check_cfg(const kz_mkmodel_cfg *c, char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof ssm / sizeof ssm[0]; i++)
         if (ssm[i].v < 1 || ssm[i].v > DIM_MAX) {
-            seterr(err, errlen, "%s = %d is out of range (1..%d)", ssm[i].n, ssm[i].v, DIM_MAX);
+            kz_seterr(err, errlen, "%s = %d is out of range (1..%d)", ssm[i].n, ssm[i].v, DIM_MAX);
             return -1;
         }
     if (c->ssm_d_inner % c->ssm_dt_rank) {
-        seterr(err, errlen, "ssm_d_inner = %d is not a multiple of ssm_dt_rank (value heads) = %d", c->ssm_d_inner,
+        kz_seterr(err, errlen, "ssm_d_inner = %d is not a multiple of ssm_dt_rank (value heads) = %d", c->ssm_d_inner,
                c->ssm_dt_rank);
         return -1;
     }
     if (c->ssm_dt_rank % c->ssm_n_group) {
-        seterr(err, errlen, "ssm_dt_rank (value heads) = %d is not a multiple of ssm_n_group (key heads) = %d",
+        kz_seterr(err, errlen, "ssm_dt_rank (value heads) = %d is not a multiple of ssm_n_group (key heads) = %d",
                c->ssm_dt_rank, c->ssm_n_group);
         return -1;
     }
     if (c->n_nextn < 0 || c->n_nextn > 16) {
-        seterr(err, errlen, "n_nextn = %d is out of range (0..16)", c->n_nextn);
+        kz_seterr(err, errlen, "n_nextn = %d is out of range (0..16)", c->n_nextn);
         return -1;
     }
     int s = 0;
     for (int i = 0; i < 4; i++) {
         if (c->rope_sections[i] < 0) {
-            seterr(err, errlen, "rope section %d is negative", i);
+            kz_seterr(err, errlen, "rope section %d is negative", i);
             return -1;
         }
         s += c->rope_sections[i];
     }
     if (s && s > c->n_rot / 2) {
-        seterr(err, errlen, "rope sections sum to %d, more than n_rot/2 = %d", s, c->n_rot / 2);
+        kz_seterr(err, errlen, "rope sections sum to %d, more than n_rot/2 = %d", s, c->n_rot / 2);
         return -1;
     }
     return 0;
@@ -528,7 +520,7 @@ static int vocab_build(vocab_arrays *v, int n_vocab, int synthetic, char *err, s
     v->types = calloc((size_t)n_vocab, sizeof *v->types);
     v->buf = malloc((size_t)n_vocab * 16 + 4096);
     if (!v->strs || !v->lens || !v->types || !v->buf) {
-        seterr(err, errlen, "out of memory for a vocab of %d tokens", n_vocab);
+        kz_seterr(err, errlen, "out of memory for a vocab of %d tokens", n_vocab);
         return -1;
     }
     size_t off = 0;
@@ -580,7 +572,7 @@ static int write_vocab_synthetic(kz_gguf_writer *w, const kz_mkmodel_cfg *c, int
     if (!q35) rc |= kz_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", eot); /* Qwen3 files carry one, unused */
     rc |= kz_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", 0);
     vocab_free(&v);
-    if (rc) seterr(err, errlen, "writing the synthetic vocab: %s", kz_gguf_writer_error(w));
+    if (rc) kz_seterr(err, errlen, "writing the synthetic vocab: %s", kz_gguf_writer_error(w));
     return rc ? -1 : 0;
 }
 
@@ -602,7 +594,7 @@ static int write_vocab_file(kz_gguf_writer *w, const kz_gguf *vf, const char *pa
         }
         if (tt) {
             if (tt->type != KZ_GGUF_ARR || tt->n != (uint64_t)n_file) {
-                seterr(err, errlen, "%s: tokenizer.ggml.token_type has %llu entries, tokens has %d", path,
+                kz_seterr(err, errlen, "%s: tokenizer.ggml.token_type has %llu entries, tokens has %d", path,
                        (unsigned long long)tt->n, n_file);
                 vocab_free(&v);
                 return -1;
@@ -610,7 +602,7 @@ static int write_vocab_file(kz_gguf_writer *w, const kz_gguf *vf, const char *pa
             for (int i = 0; i < n_file; i++) {
                 int64_t t;
                 if (kz_gguf_arr_i64(tt, (uint64_t)i, &t)) {
-                    seterr(err, errlen, "%s: tokenizer.ggml.token_type is not an integer array", path);
+                    kz_seterr(err, errlen, "%s: tokenizer.ggml.token_type is not an integer array", path);
                     vocab_free(&v);
                     return -1;
                 }
@@ -619,14 +611,14 @@ static int write_vocab_file(kz_gguf_writer *w, const kz_gguf *vf, const char *pa
         }
         if (sc) {
             if (sc->type != KZ_GGUF_ARR || sc->n != (uint64_t)n_file || !(v.scores = calloc((size_t)n_vocab, sizeof(float)))) {
-                seterr(err, errlen, "%s: tokenizer.ggml.scores is not a float array of %d entries", path, n_file);
+                kz_seterr(err, errlen, "%s: tokenizer.ggml.scores is not a float array of %d entries", path, n_file);
                 vocab_free(&v);
                 return -1;
             }
             for (int i = 0; i < n_file; i++) {
                 double s;
                 if (kz_gguf_arr_f64(sc, (uint64_t)i, &s)) {
-                    seterr(err, errlen, "%s: tokenizer.ggml.scores is not a float array", path);
+                    kz_seterr(err, errlen, "%s: tokenizer.ggml.scores is not a float array", path);
                     vocab_free(&v);
                     return -1;
                 }
@@ -651,7 +643,7 @@ static int write_vocab_file(kz_gguf_writer *w, const kz_gguf *vf, const char *pa
     /* a padded vocab needs types for the padding even if the file had none */
     if (!rc && pad && !tt) rc = kz_gguf_w_arr(w, "tokenizer.ggml.token_type", KZ_GGUF_I32, v.types, (uint64_t)n_vocab);
     vocab_free(&v);
-    if (rc) seterr(err, errlen, "copying the vocab of %s: %s", path, kz_gguf_writer_error(w));
+    if (rc) kz_seterr(err, errlen, "copying the vocab of %s: %s", path, kz_gguf_writer_error(w));
     return rc ? -1 : 0;
 }
 
@@ -722,7 +714,7 @@ static size_t type_row_bytes(uint32_t type, int64_t n) {
 int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!cfg || !path || !path[0]) {
-        seterr(err, errlen, "kz_mkmodel_write: no config or output path");
+        kz_seterr(err, errlen, "kz_mkmodel_write: no config or output path");
         return -1;
     }
     if (check_cfg(cfg, err, errlen)) return -1;
@@ -733,20 +725,20 @@ int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, siz
         char e2[256];
         vf = kz_gguf_open(cfg->vocab_path, e2, sizeof e2);
         if (!vf) {
-            seterr(err, errlen, "vocab file: %s", e2);
+            kz_seterr(err, errlen, "vocab file: %s", e2);
             return -1;
         }
         const kz_gguf_kv *tok = kz_gguf_get_kv(vf, "tokenizer.ggml.tokens");
         if (!tok || tok->type != KZ_GGUF_ARR || tok->arr_type != KZ_GGUF_STR || !tok->strs || tok->n == 0 ||
             tok->n > (1u << 24)) {
-            seterr(err, errlen, "%s: no usable tokenizer.ggml.tokens string array (make it with tools/convert_tokenizer.py)",
+            kz_seterr(err, errlen, "%s: no usable tokenizer.ggml.tokens string array (make it with tools/convert_tokenizer.py)",
                    cfg->vocab_path);
             kz_gguf_close(vf);
             return -1;
         }
         if (n_vocab == 0) n_vocab = (int)tok->n;
         if ((uint64_t)n_vocab < tok->n) {
-            seterr(err, errlen, "%s has %llu tokens, more than n_vocab = %d", cfg->vocab_path, (unsigned long long)tok->n,
+            kz_seterr(err, errlen, "%s has %llu tokens, more than n_vocab = %d", cfg->vocab_path, (unsigned long long)tok->n,
                    n_vocab);
             kz_gguf_close(vf);
             return -1;
@@ -754,7 +746,7 @@ int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, siz
     } else {
         if (n_vocab == 0) n_vocab = 512;
         if (n_vocab < 256 + N_SPECIAL) {
-            seterr(err, errlen, "n_vocab = %d is too small for the synthetic vocab (needs >= %d)", n_vocab, 256 + N_SPECIAL);
+            kz_seterr(err, errlen, "n_vocab = %d is too small for the synthetic vocab (needs >= %d)", n_vocab, 256 + N_SPECIAL);
             return -1;
         }
     }
@@ -767,11 +759,11 @@ int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, siz
     uint8_t *out = NULL;
     int rc = -1;
     if (L.oom || !w) {
-        seterr(err, errlen, "out of memory");
+        kz_seterr(err, errlen, "out of memory");
         goto done;
     }
     if (write_kvs(w, cfg)) {
-        seterr(err, errlen, "%s", kz_gguf_writer_error(w));
+        kz_seterr(err, errlen, "%s", kz_gguf_writer_error(w));
         goto done;
     }
     if (vf ? write_vocab_file(w, vf, cfg->vocab_path, n_vocab, err, errlen)
@@ -779,11 +771,11 @@ int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, siz
         goto done;
     for (int i = 0; i < L.n; i++)
         if (kz_gguf_w_tensor_info(w, L.t[i].name, L.t[i].n_dims, L.t[i].ne, L.t[i].type)) {
-            seterr(err, errlen, "%s", kz_gguf_writer_error(w));
+            kz_seterr(err, errlen, "%s", kz_gguf_writer_error(w));
             goto done;
         }
     if (kz_gguf_writer_begin(w, path)) {
-        seterr(err, errlen, "%s", kz_gguf_writer_error(w));
+        kz_seterr(err, errlen, "%s", kz_gguf_writer_error(w));
         goto done;
     }
 
@@ -791,7 +783,7 @@ int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, siz
     if (nth > 8 && cfg->n_threads <= 0) nth = 8;
     pool = kz_pool_new(nth);
     if (!pool) {
-        seterr(err, errlen, "cannot start %d threads", nth);
+        kz_seterr(err, errlen, "cannot start %d threads", nth);
         goto done;
     }
     nth = kz_pool_size(pool);
@@ -811,7 +803,7 @@ int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, siz
     scratch = malloc((size_t)nth * (size_t)max_n * sizeof(float));
     out = malloc(max_out);
     if (!scratch || !out) {
-        seterr(err, errlen, "out of memory for %zu-byte row buffers", max_out);
+        kz_seterr(err, errlen, "out of memory for %zu-byte row buffers", max_out);
         goto done;
     }
     for (int i = 0; i < L.n; i++) {
@@ -825,17 +817,17 @@ int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, siz
             g.nrows = t->ne[1] - r0 < rows ? t->ne[1] - r0 : rows;
             kz_pool_run(pool, gen_fn, &g);
             if (kz_gguf_writer_write_part(w, out, (size_t)g.nrows * g.rb)) {
-                seterr(err, errlen, "%s", kz_gguf_writer_error(w));
+                kz_seterr(err, errlen, "%s", kz_gguf_writer_error(w));
                 goto done;
             }
         }
         if (kz_gguf_writer_end_tensor(w)) {
-            seterr(err, errlen, "%s", kz_gguf_writer_error(w));
+            kz_seterr(err, errlen, "%s", kz_gguf_writer_error(w));
             goto done;
         }
     }
     if (kz_gguf_writer_finish(w)) {
-        seterr(err, errlen, "%s", kz_gguf_writer_error(w));
+        kz_seterr(err, errlen, "%s", kz_gguf_writer_error(w));
         goto done;
     }
     if (cfg->log && L.n_fallback)
