@@ -148,7 +148,7 @@ static int rd_array_body(rd *r, const char *key, uint32_t et, uint64_t n, int de
     if (esz) {
         if (n > rem(r) / esz) {
             kz_seterr(r->err, r->errlen, "kv '%s': array of %llu %s elements does not fit in the %llu bytes left in the file", safe(key, nb, sizeof nb),
-                   (ull)n, kz_gguf_type_name(et), (ull)rem(r));
+                      (ull)n, kz_gguf_type_name(et), (ull)rem(r));
             return -1;
         }
         if (et == KZ_GGUF_BOOL)
@@ -366,8 +366,8 @@ static int check_layout(rd *r, kz_gguf *g) {
     for (uint64_t i = 1; i < g->n_tensors; i++)
         if (sp[i].off < sp[i - 1].end) {
             kz_seterr(r->err, r->errlen, "tensors '%s' and '%s' overlap (data at offsets %llu+%llu and %llu)",
-                   safe(g->tensors[sp[i - 1].idx].name, nb, sizeof nb), safe(g->tensors[sp[i].idx].name, nb2, sizeof nb2),
-                   (ull)sp[i - 1].off, (ull)(sp[i - 1].end - sp[i - 1].off), (ull)sp[i].off);
+                      safe(g->tensors[sp[i - 1].idx].name, nb, sizeof nb), safe(g->tensors[sp[i].idx].name, nb2, sizeof nb2),
+                      (ull)sp[i - 1].off, (ull)(sp[i - 1].end - sp[i - 1].off), (ull)sp[i].off);
             free(sp);
             return -1;
         }
@@ -404,7 +404,7 @@ static int parse(kz_gguf *g, char *err, size_t errlen) {
     }
     if (nt > KZ_GGUF_MAX_COUNT || nt > (rem(&r) - nkv * min_kv) / min_ti) {
         kz_seterr(err, errlen, "impossible tensor count n_tensors = %llu (file of %llu bytes with %llu kvs holds at most %llu; limit %u)", (ull)nt, (ull)g->size,
-               (ull)nkv, (ull)((rem(&r) - nkv * min_kv) / min_ti), KZ_GGUF_MAX_COUNT);
+                  (ull)nkv, (ull)((rem(&r) - nkv * min_kv) / min_ti), KZ_GGUF_MAX_COUNT);
         return -1;
     }
     g->kv = calloc(nkv ? nkv : 1, sizeof(kz_gguf_kv));
@@ -477,8 +477,8 @@ kz_gguf *kz_gguf_open(const char *path, char *err, size_t errlen) {
     if (map == MAP_FAILED) {
         if (merr == ENOMEM) /* the whole file is mapped: it must fit in the address space */
             kz_seterr(err, errlen, "%s: cannot map the %.2f GiB file: not enough address space (mmap: %s); "
-                   "this needs a 64-bit build or a higher address-space limit (ulimit -v)",
-                   path, (double)size / 1073741824.0, strerror(merr));
+                      "this needs a 64-bit build or a higher address-space limit (ulimit -v)",
+                      path, (double)size / 1073741824.0, strerror(merr));
         else
             kz_seterr(err, errlen, "%s: mmap failed: %s", path, strerror(merr));
         return NULL;

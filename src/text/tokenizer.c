@@ -141,7 +141,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
     else if (sp->pre && !strcmp(sp->pre, "qwen35")) variant = KZ_PRE_QWEN35;
     else {
         kz_seterr(err, errlen, "tokenizer.ggml.pre '%s' is not supported (supported: qwen2, qwen35)",
-               sp->pre ? sp->pre : "(missing)");
+                  sp->pre ? sp->pre : "(missing)");
         return NULL;
     }
     int n = sp->n_tokens;
@@ -235,7 +235,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
         int32_t id = find_text(t, (const char *)u, (size_t)k);
         if (id < 0) {
             kz_seterr(err, errlen, "tokenizer: vocab has no token for byte 0x%02X (expected text \"%.*s\"); "
-                   "not a byte-level BPE vocab", b, k, (const char *)u);
+                      "not a byte-level BPE vocab", b, k, (const char *)u);
             goto fail;
         }
         t->byte_tok[b] = id;
@@ -255,7 +255,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
             free(cat);
             char q[72];
             kz_seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%s\" is not \"left right\"", m,
-                   kz_utf8_printable(s->ptr ? s->ptr : "", s->ptr ? s->len : 0, q, sizeof q));
+                      kz_utf8_printable(s->ptr ? s->ptr : "", s->ptr ? s->len : 0, q, sizeof q));
             goto fail;
         }
         size_t la = (size_t)(sep - s->ptr), lb = s->len - la - 1;
@@ -272,7 +272,7 @@ kz_tokenizer *kz_tokenizer_new(const kz_tok_spec *sp, char *err, size_t errlen) 
             free(cat);
             char q[72];
             kz_seterr(err, errlen, "tokenizer.ggml.merges[%d] \"%s\" refers to a token not in the vocab", m,
-                   kz_utf8_printable(s->ptr, s->len, q, sizeof q));
+                      kz_utf8_printable(s->ptr, s->len, q, sizeof q));
             goto fail;
         }
         uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
@@ -354,7 +354,7 @@ kz_tokenizer *kz_tokenizer_from_gguf(const kz_gguf *g, char *err, size_t errlen)
     if (model.len != 4 || memcmp(model.ptr, "gpt2", 4) != 0) {
         char q[48];
         kz_seterr(err, errlen, "tokenizer.ggml.model '%s' is not supported (only 'gpt2' byte-level BPE)",
-               kz_utf8_printable(model.ptr, model.len, q, sizeof q));
+                  kz_utf8_printable(model.ptr, model.len, q, sizeof q));
         return NULL;
     }
     r = kz_gguf_get_str(g, "tokenizer.ggml.pre", &pre);

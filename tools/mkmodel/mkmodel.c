@@ -203,12 +203,12 @@ static int check_cfg(const kz_mkmodel_cfg *c, char *err, size_t errlen) {
         }
     if (c->ssm_d_inner % c->ssm_dt_rank) {
         kz_seterr(err, errlen, "ssm_d_inner = %d is not a multiple of ssm_dt_rank (value heads) = %d", c->ssm_d_inner,
-               c->ssm_dt_rank);
+                  c->ssm_dt_rank);
         return -1;
     }
     if (c->ssm_dt_rank % c->ssm_n_group) {
         kz_seterr(err, errlen, "ssm_dt_rank (value heads) = %d is not a multiple of ssm_n_group (key heads) = %d",
-               c->ssm_dt_rank, c->ssm_n_group);
+                  c->ssm_dt_rank, c->ssm_n_group);
         return -1;
     }
     if (c->n_nextn < 0 || c->n_nextn > 16) {
@@ -595,7 +595,7 @@ static int write_vocab_file(kz_gguf_writer *w, const kz_gguf *vf, const char *pa
         if (tt) {
             if (tt->type != KZ_GGUF_ARR || tt->n != (uint64_t)n_file) {
                 kz_seterr(err, errlen, "%s: tokenizer.ggml.token_type has %llu entries, tokens has %d", path,
-                       (unsigned long long)tt->n, n_file);
+                          (unsigned long long)tt->n, n_file);
                 vocab_free(&v);
                 return -1;
             }
@@ -732,14 +732,14 @@ int kz_mkmodel_write(const kz_mkmodel_cfg *cfg, const char *path, char *err, siz
         if (!tok || tok->type != KZ_GGUF_ARR || tok->arr_type != KZ_GGUF_STR || !tok->strs || tok->n == 0 ||
             tok->n > (1u << 24)) {
             kz_seterr(err, errlen, "%s: no usable tokenizer.ggml.tokens string array (make it with tools/convert_tokenizer.py)",
-                   cfg->vocab_path);
+                      cfg->vocab_path);
             kz_gguf_close(vf);
             return -1;
         }
         if (n_vocab == 0) n_vocab = (int)tok->n;
         if ((uint64_t)n_vocab < tok->n) {
             kz_seterr(err, errlen, "%s has %llu tokens, more than n_vocab = %d", cfg->vocab_path, (unsigned long long)tok->n,
-                   n_vocab);
+                      n_vocab);
             kz_gguf_close(vf);
             return -1;
         }
