@@ -67,6 +67,8 @@ $(BUILD)/hello: examples/hello.c include/kazeia.h $(BUILD)/libkazeia.a
 $(EXAMPLE_MODEL): $(BUILD)/kz-mkmodel
 	$(BUILD)/kz-mkmodel --arch qwen35 --type q8_0 -q -o $@
 example: $(BUILD)/hello $(EXAMPLE_MODEL)
+	@awk '/^```c$$/{f=1;next} /^```$$/{f=0} f' README.md | cmp -s - examples/hello.c || \
+	  { echo "README.md's C example differs from examples/hello.c: keep them the same"; exit 1; }
 	$(BUILD)/hello $(EXAMPLE_MODEL)
 
 # The Python packages tests/py needs (a no-op when they are all importable).
