@@ -1,7 +1,8 @@
 # Kazeia-Engine build. Plain make, C11, no dependency beyond libc/libm/pthread.
 #   make            -> build/libkazeia.a build/libkazeia.so build/kazeia build/<tools>
-#   make test       -> C unit tests + Python conformance tests (needs the pip packages .ci/run installs)
-#   make test-c     -> C unit tests only
+#   make test       -> C unit tests, the README's C example, Python conformance tests (installs the
+#                      missing Python packages first: tests/install_deps.sh)
+#   make test-c     -> C unit tests and the README's C example (examples/hello.c)
 #   make SAN=1 ...  -> same in build-san/ with AddressSanitizer + UBSan
 CC      ?= cc
 SAN     ?= 0
@@ -55,8 +56,24 @@ $(BUILD)/test_%: tests/test_%.c tests/kt.h $(BUILD)/libkazeia.a
 
 tests-build: all $(TESTS)
 
-test-c: tests-build
+test-c: tests-build example
 	@KZ_BUILD=$(BUILD) bash tests/run_c_tests.sh $(TESTS)
+
+# The README's C example: examples/hello.c against the public header and the static library only,
+# run on a tiny random-weight model (it prints gibberish; it must exit 0).
+EXAMPLE_MODEL := $(BUILD)/example-qwen35-tiny-q8_0.gguf
+$(BUILD)/hello: examples/hello.c include/kazeia.h $(BUILD)/libkazeia.a
+	$(CC) -std=c11 -Wall -Wextra $(OPT) -Iinclude $(LDSAN) -o $@ $< $(BUILD)/libkazeia.a $(LDLIBS)
+$(EXAMPLE_MODEL): $(BUILD)/kz-mkmodel
+	$(BUILD)/kz-mkmodel --arch qwen35 --type q8_0 -q -o $@
+example: $(BUILD)/hello $(EXAMPLE_MODEL)
+	@awk '/^```c$$/{f=1;next} /^```$$/{f=0} f' README.md | cmp -s - examples/hello.c || \
+	  { echo "README.md's C example differs from examples/hello.c: keep them the same"; exit 1; }
+	$(BUILD)/hello $(EXAMPLE_MODEL)
+
+# The Python packages tests/py needs (a no-op when they are all importable).
+py-deps:
+	bash tests/install_deps.sh
 
 # Under SAN=1 the Python tests load the instrumented libkazeia.so through ctypes, which needs the
 # sanitizer runtimes preloaded into python; python itself leaks by design, so leak checks stay in
@@ -65,7 +82,7 @@ ifeq ($(SAN),1)
 PYENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so)" \
          ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 endif
-test-py: all
+test-py: all py-deps
 	KZ_BUILD=$(BUILD) $(PYENV) python3 -m pytest -q tests/py
 
 test: test-c test-py
@@ -125,6 +142,6 @@ print-src:
 clean:
 	rm -rf build build-san build-fuzz
 
-.PHONY: print-src all tests-build test test-c test-py demo clean fuzz fuzz-smoke fuzz-seeds
+.PHONY: print-src all tests-build test test-c test-py py-deps example demo clean fuzz fuzz-smoke fuzz-seeds
 -include $(DEPS)
 -include $(FUZZ_OBJ:.o=.d)
