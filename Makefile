@@ -18,6 +18,10 @@ endif
 CFLAGS  ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC $(OPT) -Iinclude -Isrc -I.
 LDLIBS  := -lm -lpthread
+# Android's libc (bionic) holds the pthread functions; the NDK ships no libpthread to link
+ifneq ($(findstring android,$(shell $(CC) -dumpmachine 2>/dev/null)),)
+LDLIBS  := -lm
+endif
 
 # the library proper, plus (for now) the random-model writer and the bandwidth sampler
 SRC     := $(shell find src -name '*.c' | sort) tools/mkmodel/mkmodel.c cli/bench/membw.c

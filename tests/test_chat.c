@@ -30,7 +30,7 @@ static void test_exact_strings(void) {
             CHECK(check_render((kz_chat_arch)arch, sys ? S : "", U, 1, want));
         }
     }
-    /* SPEC §6.2 reference prompt (26 tokens in llama.cpp) without think suffix = qwen3 think on */
+    /* docs/qwen35.md#chat-template reference prompt (26 tokens in llama.cpp) without think suffix = qwen3 think on */
     CHECK(check_render(KZ_CHAT_QWEN3, S, "What is the capital of France?", 1,
                        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
                        "What is the capital of France?<|im_end|>\n<|im_start|>assistant\n"));

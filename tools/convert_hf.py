@@ -6,7 +6,7 @@
 
 Supported: Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration (text decoder only, GGUF arch
 "qwen35") and Qwen3ForCausalLM ("qwen3"). The output uses the metadata keys, tensor names and
-weight transforms of llama.cpp's converter (docs: shared/SPEC-qwen35.md sections 1, 2, 3.2, 7),
+weight transforms of llama.cpp's converter (docs/qwen35.md: GGUF metadata keys, tensors, norm weights, Qwen3 dense),
 so the files also load in llama.cpp. Vision tower and MTP (multi-token-prediction) weights are
 skipped.
 
@@ -285,7 +285,7 @@ def check_layers(arch, hp, seen):
 
 
 def v_head_perm(n_k, n_v, hd):
-    """Gather index for the grouped -> tiled V-head reorder (SPEC 2.4): new head r*H_k+g takes
+    """Gather index for the grouped -> tiled V-head reorder (docs/qwen35.md#v-head-order): new head r*H_k+g takes
     old head g*R+r, head blocks of hd rows kept intact."""
     r_per = n_v // n_k
     heads = np.empty(n_v, dtype=np.int64)

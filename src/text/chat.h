@@ -1,4 +1,4 @@
-/* ChatML prompt for one turn (Qwen3 / Qwen3.5 templates, SPEC §6.2-6.3).
+/* ChatML prompt for one turn (Qwen3 / Qwen3.5 templates, docs/qwen35.md#chat-template).
  *
  *   [<|im_start|>system\n{system}<|im_end|>\n]     only if system is non-empty
  *   <|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n

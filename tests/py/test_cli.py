@@ -2,7 +2,7 @@
 
 * synthetic byte vocab (no merges: one token per byte, specials whole): the prompt token count
   printed on stderr must equal the count of an independent Python rendering of the ChatML
-  template (SPEC §6.2/6.3), for both archs, think on/off, with/without system;
+  template (docs/qwen35.md#chat-template), for both archs, think on/off, with/without system;
 * real Qwen3 vocab: the prompt ids built by the engine (kz_context_prompt_tokens via ctypes) must
   equal transformers' apply_chat_template ids, and control-token text in user content must not
   become control tokens;
@@ -83,7 +83,7 @@ def real_qwen3(tmp_path_factory):
     return p
 
 
-# ---- independent template rendering (SPEC §6.2 / §6.3) -------------------------------------
+# ---- independent template rendering (docs/qwen35.md#chat-template) -------------------------------------
 
 SPECIALS = ("<|im_start|>", "<|im_end|>", "<think>", "</think>")
 

@@ -1,6 +1,6 @@
 """kz-mkmodel end to end: files read back with gguf.GGUFReader have exactly the keys and the
 tensor names / shapes / types that llama.cpp's converter writes (expected values computed
-here from SPEC-qwen35.md §1.2/§2/§7, independently of the C code), llama.cpp (llama-cpp-python)
+here from docs/qwen35.md (model sizes, tensors, Qwen3 dense), independently of the C code), llama.cpp (llama-cpp-python)
 loads them and produces finite, non-degenerate logits, and --vocab copies a real tokenizer
 (padded to n_vocab) such that llama.cpp tokenizes like HF tokenizers."""
 import os
@@ -19,7 +19,7 @@ BUILD = ROOT / os.environ.get("KZ_BUILD", "build")
 MK = BUILD / "kz-mkmodel"
 QWEN3_TOK = Path(os.environ.get("KZ_SHARED", ROOT.parent / "shared")) / "data" / "qwen3-tokenizer"
 
-PRESETS = {  # SPEC §1.2 and §7
+PRESETS = {  # docs/qwen35.md#model-sizes and #qwen3-dense
     "qwen35-0.8b": dict(arch="qwen35", L=24, d=1024, ff=3584, H=8, Hkv=2, hd=256, rot=64, Hk=16, Hv=16, inner=2048, state=128, conv=4, vocab=248320, tied=True, ctx=262144, base=1e7),
     "qwen35-2b": dict(arch="qwen35", L=24, d=2048, ff=6144, H=8, Hkv=2, hd=256, rot=64, Hk=16, Hv=16, inner=2048, state=128, conv=4, vocab=248320, tied=True, ctx=262144, base=1e7),
     "qwen35-4b": dict(arch="qwen35", L=32, d=2560, ff=9216, H=16, Hkv=4, hd=256, rot=64, Hk=16, Hv=32, inner=4096, state=128, conv=4, vocab=248320, tied=True, ctx=262144, base=1e7),

@@ -355,7 +355,7 @@ def test_pieces_every_codepoint_qwen35(qwen35, tmp_path):
 
 
 def test_known_ids(qwen3, tmp_path):
-    """Ids fixed independently of HF's encoder: special ids from the SPEC table, "\n" = 198,
+    """Ids fixed independently of HF's encoder: special ids from docs/qwen35.md#tokenizer, "\n" = 198,
     "\n\n" = 271, and the vocab entries of "user" / "Hello"."""
     need_binary()
     vocab = json.loads((TOKDIR / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]

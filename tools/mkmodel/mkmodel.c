@@ -1,5 +1,5 @@
 /* Random-weight GGUF writer for qwen35 / qwen3 (see mkmodel.h).
- * Keys, tensor names and shapes follow llama.cpp's converter (SPEC §1.1, §2, §7); 1-D tensors,
+ * Keys, tensor names and shapes follow llama.cpp's converter (docs/qwen35.md: GGUF metadata keys, tensors, Qwen3 dense); 1-D tensors,
  * ssm_conv1d, ssm_alpha and ssm_beta stay F32 like in real files. Every row of every tensor
  * has its own PRNG stream derived from (seed, tensor name, row), so the output does not depend
  * on the thread count or the chunking. Data is generated, converted and written one block of
@@ -79,7 +79,7 @@ int kz_mkmodel_preset(const char *name, kz_mkmodel_cfg *c) {
     memset(c, 0, sizeof *c);
     c->wtype = KZ_T_F16;
     c->seed = 1;
-    /* shapes: SPEC-qwen35.md §1.2 (Qwen3.5) and §7 (Qwen3-4B) */
+    /* shapes: docs/qwen35.md#model-sizes (Qwen3.5) and #qwen3-dense (Qwen3-4B) */
     if (!strcmp(name, "qwen35-0.8b")) {
         base_qwen35(c);
         c->n_layer = 24; c->n_embd = 1024; c->n_ff = 3584; c->n_head = 8; c->n_head_kv = 2;
