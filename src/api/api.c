@@ -392,12 +392,22 @@ size_t kz_state_save(kz_context *c, void *buf, size_t len) {
     return n;
 }
 
+/* the state file at path opened for a kz_state_*_file call (mode "wb" or "rb"), or NULL with
+ * the error set */
+static FILE *state_file(kz_context *c, const char *fn, const char *path, const char *mode) {
+    if (!path) { set_err(c, KZ_ERR_INVALID_ARG, "%s: no path given", fn); return NULL; }
+    FILE *f = fopen(path, mode);
+    if (!f)
+        set_err(c, KZ_ERR_IO, "%s: cannot %s the state file: %s", path, mode[0] == 'w' ? "create" : "open",
+                strerror(errno));
+    return f;
+}
+
 int kz_state_save_file(kz_context *c, const char *path) {
     if (!c) return -1;
     begin(c);
-    if (!path) { set_err(c, KZ_ERR_INVALID_ARG, "kz_state_save_file: no path given"); return -1; }
-    FILE *f = fopen(path, "wb");
-    if (!f) { set_err(c, KZ_ERR_IO, "%s: cannot create the state file: %s", path, strerror(errno)); return -1; }
+    FILE *f = state_file(c, "kz_state_save_file", path, "wb");
+    if (!f) return -1;
     char e[384];
     size_t n = kz_state_image_write(c->m, c->seq, c->hist, kz_logits(c), 1, NULL, 0, f, e, sizeof e);
     int bad = fclose(f) != 0;
@@ -431,9 +441,8 @@ int kz_state_load(kz_context *c, const void *buf, size_t len) {
 int kz_state_load_file(kz_context *c, const char *path) {
     if (!c) return -1;
     begin(c);
-    if (!path) { set_err(c, KZ_ERR_INVALID_ARG, "kz_state_load_file: no path given"); return -1; }
-    FILE *f = fopen(path, "rb");
-    if (!f) { set_err(c, KZ_ERR_IO, "%s: cannot open the state file: %s", path, strerror(errno)); return -1; }
+    FILE *f = state_file(c, "kz_state_load_file", path, "rb");
+    if (!f) return -1;
     long sz = -1;
     if (fseek(f, 0, SEEK_END) == 0) sz = ftell(f);
     if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
