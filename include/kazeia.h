@@ -60,8 +60,8 @@ KZ_API const char *kz_status_name(kz_status s);
  * Diagnostics (the kernel level chosen for this CPU and the KZ_ISA override, a refused KZ_ISA,
  * each new context's sizes) go to one process-wide callback; none is set by default, so the
  * library is silent. The callback may be called from any thread that calls into the library,
- * and must not call kz_log_set. Set it before loading a model: the kernel level is chosen (and
- * reported) once per process, on first use. */
+ * several at once. Set it before loading a model: the kernel level is chosen (and reported)
+ * once per process, on first use. */
 typedef enum { KZ_LOG_DEBUG = 0, KZ_LOG_INFO = 1, KZ_LOG_WARN = 2, KZ_LOG_ERROR = 3 } kz_log_level;
 typedef void (*kz_log_fn)(kz_log_level level, const char *msg, void *user);
 /* Installs fn (NULL: silent again) with its user pointer; thread-safe. */
