@@ -1,9 +1,12 @@
 # Kazeia-Engine build. Plain make, C11, no dependency beyond libc/libm/pthread.
 #   make            -> build/libkazeia.a build/libkazeia.so build/kazeia build/<tools>
+#                      + build/libkazeia_dev.so (every symbol, for the Python tests' ctypes calls)
 #   make test       -> C unit tests, the README's C example, Python conformance tests (installs the
 #                      missing Python packages first: tests/install_deps.sh)
-#   make test-c     -> C unit tests and the README's C example (examples/hello.c)
+#   make test-c     -> C unit tests, the export check of libkazeia.so and the README's C example
 #   make SAN=1 ...  -> same in build-san/ with AddressSanitizer + UBSan
+# libkazeia.so (what an app links) exports only the functions of include/kazeia.h: the library
+# objects are compiled with -fvisibility=hidden and the header marks its functions KZ_API.
 CC      ?= cc
 SAN     ?= 0
 ifeq ($(SAN),1)
@@ -23,16 +26,22 @@ ifneq ($(findstring android,$(shell $(CC) -dumpmachine 2>/dev/null)),)
 LDLIBS  := -lm
 endif
 
-# the library proper, plus (for now) the random-model writer and the bandwidth sampler
-SRC     := $(shell find src -name '*.c' | sort) tools/mkmodel/mkmodel.c cli/bench/membw.c
-OBJ     := $(patsubst %.c,$(BUILD)/obj/%.o,$(SRC))
-CLI_SRC := $(wildcard cli/*.c) $(filter-out cli/bench/membw.c,$(wildcard cli/bench/*.c))
+# the library: what an app links (include/kazeia.h and what implements it)
+LIB_SRC := $(shell find src -name '*.c' | sort)
+OBJ     := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+# the random-model writer, for the tests and tools (build/libkztools.a)
+KZTOOLS_SRC := tools/mkmodel/mkmodel.c
+KZTOOLS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(KZTOOLS_SRC))
+CLI_SRC := $(wildcard cli/*.c) $(wildcard cli/bench/*.c)
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
-DEPS    := $(OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+DEPS    := $(OBJ:.o=.d) $(KZTOOLS_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+# hidden: the default for library objects; the dev library's sub-make sets default
+VIS     ?= hidden
+$(BUILD)/obj/src/%.o: CFLAGS += -fvisibility=$(VIS)
 
-all: $(BUILD)/libkazeia.a $(BUILD)/libkazeia.so $(BUILD)/kazeia $(TOOLS)
+all: $(BUILD)/libkazeia.a $(BUILD)/libkazeia.so $(BUILD)/libkazeia_dev.so $(BUILD)/kazeia $(TOOLS)
 
 # AArch64: the SDOT / SMMLA kernel files need their extensions enabled; run-time dispatch
 # (src/cpu.c) calls them only on CPUs that have them. x86 SIMD uses target attributes instead.
@@ -51,16 +60,30 @@ $(BUILD)/libkazeia.a: $(OBJ)
 	ar rcs $@ $^
 $(BUILD)/libkazeia.so: $(OBJ)
 	$(CC) -shared $(LDSAN) -o $@ $^ $(LDLIBS)
+$(BUILD)/libkztools.a: $(KZTOOLS_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+# The dev library: the same sources with every symbol visible, plus the model writer and the
+# bandwidth sampler, for ctypes (tests/py, bench/compare_llamacpp.py). Its objects are built by
+# a sub-make in $(BUILD)/dev with VIS=default, so every per-file flag applies there too.
+ifeq ($(VIS),default)
+$(DEV_SO): $(OBJ) $(KZTOOLS_OBJ) $(BUILD)/obj/cli/bench/membw.o
+	$(CC) -shared $(LDSAN) -o $@ $^ $(LDLIBS)
+else
+$(BUILD)/libkazeia_dev.so: FORCE
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/dev VIS=default DEV_SO=$@ $@
+endif
 $(BUILD)/kazeia: $(CLI_OBJ) $(BUILD)/libkazeia.a
 	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(BUILD)/libkazeia.a $(LDLIBS)
-$(BUILD)/%: tools/%.c $(BUILD)/obj/cli/args.o $(BUILD)/libkazeia.a
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/obj/cli/args.o $(BUILD)/libkazeia.a $(LDLIBS)
-$(BUILD)/test_%: tests/test_%.c tests/kt.h $(BUILD)/libkazeia.a
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkazeia.a $(LDLIBS)
+$(BUILD)/%: tools/%.c $(BUILD)/obj/cli/args.o $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/obj/cli/args.o $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
+$(BUILD)/test_%: tests/test_%.c tests/kt.h $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
 
 tests-build: all $(TESTS)
 
 test-c: tests-build example
+	@bash tests/check_exports.sh $(BUILD)/libkazeia.so include/kazeia.h
 	@KZ_BUILD=$(BUILD) bash tests/run_c_tests.sh $(TESTS)
 
 # The README's C example: examples/hello.c against the public header and the static library only,
@@ -110,7 +133,7 @@ FUZZ_SECS    ?= 25
 FUZZ_TARGETS := gguf model tokenizer chat
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -O2 -g -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude -Isrc -I. -Ifuzz
-FUZZ_OBJ     := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(SRC))
+FUZZ_OBJ     := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRC))
 FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
 $(FUZZ_BUILD)/obj/%.o: %.c
@@ -135,17 +158,19 @@ fuzz-smoke: fuzz
 	  grep -E 'stat::number_of_executed_units|stat::peak_rss_mb' $$log; \
 	done
 
-fuzz-seeds: $(BUILD)/libkazeia.a
-	$(CC) $(CFLAGS) -Ifuzz -o $(BUILD)/gen_seeds fuzz/gen_seeds.c $(BUILD)/libkazeia.a $(LDLIBS)
+fuzz-seeds: $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
+	$(CC) $(CFLAGS) -Ifuzz -o $(BUILD)/gen_seeds fuzz/gen_seeds.c $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
 	$(BUILD)/gen_seeds fuzz/corpus
 
-# for scripts that compile the sources themselves (tests/robustness_ci.sh)
+# for scripts that compile the sources themselves (tests/robustness_ci.sh): the library and the
+# model writer the tests use
 print-src:
-	@echo $(SRC)
+	@echo $(LIB_SRC) $(KZTOOLS_SRC)
 
 clean:
 	rm -rf build build-san build-fuzz
 
-.PHONY: print-src all tests-build test test-c test-py py-deps example demo clean fuzz fuzz-smoke fuzz-seeds
+FORCE:
+.PHONY: FORCE print-src all tests-build test test-c test-py py-deps example demo clean fuzz fuzz-smoke fuzz-seeds
 -include $(DEPS)
 -include $(FUZZ_OBJ:.o=.d)

@@ -9,7 +9,7 @@ the prompt (depth p) in both engines. Roofline: this host's read bandwidth drift
 percent within seconds, so each engine's decode is compared with read-bandwidth samples taken
 between its own decode tokens (every --membw-every tokens, outside the timed decode) by the
 same sampler (cli/bench/membw.c: kazeia bench itself, the llama.cpp worker through ctypes on
-libkazeia.so), with the same thread count; a run's share is its decode GB/s over the median of
+libkazeia_dev.so), with the same thread count; a run's share is its decode GB/s over the median of
 its samples (weight bytes per token as kazeia counts them; same file, same bytes). The
 standalone `kazeia bench --membw` at the start and end is printed for reference.
 
@@ -55,9 +55,9 @@ def lcpp_worker(a):
         ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
         return int(np.ctypeslib.as_array(ptr, shape=(n_vocab,)).argmax())
 
-    # the read-bandwidth sampler of kazeia bench (cli/bench/membw.c), from libkazeia.so
+    # the read-bandwidth sampler of kazeia bench (cli/bench/membw.c), from libkazeia_dev.so
     import ctypes
-    kz = ctypes.CDLL(str(Path(a.build).resolve() / "libkazeia.so"))
+    kz = ctypes.CDLL(str(Path(a.build).resolve() / "libkazeia_dev.so"))
     kz.kz_membw_open.restype = ctypes.c_void_p
     kz.kz_membw_open.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
     kz.kz_membw_pass.restype = ctypes.c_double

@@ -5,7 +5,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "kazeia " KZ_VERSION_STRING " - GGUF inference engine for Qwen3.5 / Qwen3\n"
+            "kazeia " KZ_VERSION " - GGUF inference engine for Qwen3.5 / Qwen3\n"
             "usage: kazeia <command> [options]\n"
             "  run       -m MODEL.gguf -p PROMPT   generate a chat answer (streams to stdout)\n"
             "  info      MODEL.gguf                architecture, hparams, tensor table\n"
@@ -15,7 +15,14 @@ static void usage(FILE *f) {
             "Run 'kazeia <command> --help' for the options of a command.\n");
 }
 
+/* the library never prints; the CLI shows its warnings (a refused KZ_ISA, ...) on stderr */
+static void log_warnings(kz_log_level level, const char *msg, void *user) {
+    (void)user;
+    if (level >= KZ_LOG_WARN) fprintf(stderr, "kazeia: %s\n", msg);
+}
+
 int main(int argc, char **argv) {
+    kz_log_set(log_warnings, NULL);
     if (argc < 2) { usage(stderr); return 2; }
     const char *c = argv[1];
     if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
@@ -24,7 +31,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
-    if (!strcmp(c, "--version")) { printf("kazeia %s\n", KZ_VERSION_STRING); return 0; }
+    if (!strcmp(c, "--version")) { printf("kazeia %s\n", kz_version()); return 0; }
     fprintf(stderr, "kazeia: unknown command '%s'\n", c);
     usage(stderr);
     return 2;

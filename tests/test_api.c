@@ -1,13 +1,20 @@
 /* End-to-end API tests on tiny random models (qwen35-tiny, qwen3-tiny, synthetic byte vocab). */
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "kt.h"
 #include "kazeia.h"
 #include "api/api.h"
 #include "tools/mkmodel/mkmodel.h"
+#include "model/gguf.h"
+#include "sys/cpu.h"
 
 #define MAXT 4096
 
@@ -129,20 +136,24 @@ static void test_greedy(kz_model *m, const char *arch) {
         if (ok) ok = kz_eval(r, &h1[i], 1, lg, 0) == 0;
     }
     CHECKF(ok, "%s: generated tokens are not the greedy chain", arch);
-    /* kz_eval_last keeps the same logits in the context (kz_logits), bit for bit, and
-     * kz_logits is NULL when there are none */
+    /* kz_eval without a logits buffer keeps the same logits in the context (kz_logits), bit for
+     * bit, and kz_logits is NULL when there are none */
     {
         kz_context *q = new_ctx(m, 256, 0.0f, 1, 0);
         CHECK(kz_logits(q) == NULL);
         float *l2 = malloc((size_t)V * sizeof *l2);
-        int same = kz_eval_last(q, h1, n1) == 0 && kz_logits(q) != NULL;
+        int same = kz_eval(q, h1, n1, NULL, 0) == 0 && kz_logits(q) != NULL;
         kz_context *q2 = new_ctx(m, 256, 0.0f, 1, 0);
         same &= kz_eval(q2, h1, n1, l2, 0) == 0;
         same &= kz_logits(q) && memcmp(kz_logits(q), l2, (size_t)V * sizeof *l2) == 0;
         same &= kz_logits(q2) && memcmp(kz_logits(q2), l2, (size_t)V * sizeof *l2) == 0;
-        CHECKF(same, "%s: kz_eval_last / kz_logits differ from kz_eval", arch);
-        CHECK(kz_eval(q2, h1, 1, NULL, 0) == 0 && kz_logits(q2) == NULL); /* an eval without logits */
-        CHECK(kz_eval_last(q, h1, 0) == -1 && kz_logits(q) != NULL);     /* refused: nothing changed */
+        CHECKF(same, "%s: kz_eval(NULL) / kz_logits differ from kz_eval into a buffer", arch);
+        /* one more token each way: the kept row equals the copied one */
+        same = kz_eval(q2, h1, 1, l2, 0) == 0 && kz_eval(q, h1, 1, NULL, 0) == 0;
+        same &= kz_logits(q) && memcmp(kz_logits(q), l2, (size_t)V * sizeof *l2) == 0;
+        CHECKF(same, "%s: one-token kz_eval(NULL) differs", arch);
+        CHECK(kz_eval(q, h1, 0, NULL, 0) == -1 && kz_logits(q) != NULL);     /* refused: nothing changed */
+        CHECK(kz_context_status(q) == KZ_ERR_INVALID_ARG);
         kz_context_reset(q);
         CHECK(kz_logits(q) == NULL);
         free(l2);
@@ -351,8 +362,9 @@ static void test_cancel_prefill(kz_model *m, const char *arch) {
     p.n_threads = 1;
     char err[256];
     kz_context *c = kz_context_new(m, &p, err, sizeof err), *c2 = kz_context_new(m, &p, err, sizeof err);
-    CHECK(c && c2);
-    if (!c || !c2) { kz_context_free(c); kz_context_free(c2); return; }
+    kz_context *c3 = kz_context_new(m, &p, err, sizeof err);
+    CHECK(c && c2 && c3);
+    if (!c || !c2 || !c3) { kz_context_free(c); kz_context_free(c2); kz_context_free(c3); return; }
     sink s;
     kz_stats st;
     int nref, nh;
@@ -387,14 +399,21 @@ static void test_cancel_prefill(kz_model *m, const char *arch) {
         if (past < n_prompt) {
             if (t_ret > d.t_cancel && t_ret - d.t_cancel > worst_lat) worst_lat = t_ret - d.t_cancel;
             if (past == sys_len) mid++;
-            /* the state equals that of a context which evaluated exactly those tokens */
+            /* the state equals that of a context which evaluated exactly those tokens: c has no
+             * logits (a cancelled prefill) and c2 has, so both go one token further (c in a
+             * copy, c3) before their whole images are compared */
             kz_context_reset(c2);
             if (past > 0) CHECK(kz_eval(c2, ref, past, NULL, 0) == 0);
-            size_t n1 = kz_state_size(c), n2 = kz_state_size(c2);
+            size_t n0 = kz_state_size(c);
+            unsigned char *b0 = malloc(n0 ? n0 : 1);
+            CHECK(b0 && kz_state_save(c, b0, n0) == n0 && kz_state_load(c3, b0, n0) == 0);
+            free(b0);
+            CHECK(kz_eval(c2, ref + past, 1, NULL, 0) == 0 && kz_eval(c3, ref + past, 1, NULL, 0) == 0);
+            size_t n1 = kz_state_size(c3), n2 = kz_state_size(c2);
             unsigned char *b1 = malloc(n1 ? n1 : 1), *b2 = malloc(n2 ? n2 : 1);
             CHECK(b1 && b2 && n1 == n2);
             if (b1 && b2 && n1 == n2) {
-                CHECK(kz_state_save(c, b1, n1) == n1 && kz_state_save(c2, b2, n2) == n2);
+                CHECK(kz_state_save(c3, b1, n1) == n1 && kz_state_save(c2, b2, n2) == n2);
                 CHECKF(!memcmp(b1, b2, n1), "%s: state after a cancelled chunk differs from the prefix state", arch);
             }
             free(b1);
@@ -409,6 +428,7 @@ static void test_cancel_prefill(kz_model *m, const char *arch) {
     CHECKF(mid > 0, "%s: no cancel stopped the %d-token user chunk early", arch, n_prompt - sys_len);
     kz_context_free(c);
     kz_context_free(c2);
+    kz_context_free(c3);
 }
 
 static void test_limits(kz_model *m, const char *arch) {
@@ -426,7 +446,7 @@ static void test_limits(kz_model *m, const char *arch) {
     free(prompt);
     CHECK(np > 32);
     int r = gen(c, NULL, big, 10, &s, &st, NULL, NULL);
-    CHECK(r == -1 && st.stop == KZ_STOP_ERROR);
+    CHECK(r == -1 && st.stop == KZ_STOP_ERROR && kz_context_status(c) == KZ_ERR_CTX_FULL);
     char want[128];
     snprintf(want, sizeof want, "prompt is %d tokens, context is 32", np);
     CHECKF(strstr(kz_context_error(c), want) != NULL, "error: '%s'", kz_context_error(c));
@@ -434,7 +454,7 @@ static void test_limits(kz_model *m, const char *arch) {
 
     /* then a short prompt works, and generation without a limit ends with a full context */
     r = gen(c, NULL, "hi", 0, &s, &st, NULL, NULL);
-    CHECK(r == 0 && kz_context_error(c)[0] == 0);
+    CHECK(r == 0 && kz_context_error(c)[0] == 0 && kz_context_status(c) == KZ_OK);
     CHECK(st.stop == KZ_STOP_CTX_FULL || st.stop == KZ_STOP_EOG);
     if (st.stop == KZ_STOP_CTX_FULL) CHECK(kz_context_n_past(c) == 32 && st.n_prompt + st.n_gen == 33);
     printf("%s: unlimited generation in n_ctx 32 stopped by %d after %d tokens\n", arch, (int)st.stop, st.n_gen);
@@ -444,23 +464,31 @@ static void test_limits(kz_model *m, const char *arch) {
     kz_context_reset(c);
     CHECK(kz_context_n_past(c) == 0);
     CHECK(kz_eval(c, &bad, 1, NULL, 0) == -1 && strstr(kz_context_error(c), "vocabulary"));
+    CHECK(kz_context_status(c) == KZ_ERR_INVALID_ARG);
     int32_t toks[40];
     for (int i = 0; i < 40; i++) toks[i] = 65 + i % 26;
     CHECK(kz_eval(c, toks, 40, NULL, 0) == -1 && strstr(kz_context_error(c), "context full"));
-    CHECK(kz_eval(c, toks, 0, NULL, 0) == -1);
+    CHECK(kz_context_status(c) == KZ_ERR_CTX_FULL);
+    CHECK(kz_eval(c, toks, 0, NULL, 0) == -1 && kz_context_status(c) == KZ_ERR_INVALID_ARG);
     CHECK(kz_context_n_past(c) == 0);
     CHECK(kz_eval(c, toks, 30, NULL, 0) == 0 && kz_context_n_past(c) == 30);
+    CHECK(kz_context_status(c) == KZ_OK && kz_context_error(c)[0] == 0);
     CHECK(kz_eval(c, toks, 3, NULL, 0) == -1 && kz_context_n_past(c) == 30);
+    CHECK(kz_context_status(c) == KZ_ERR_CTX_FULL);
     kz_context_free(c);
 
     /* bad params */
     kz_context_params p = kz_context_default_params();
     char err[256];
+    kz_status cst = KZ_OK;
     p.n_ctx = -5;
-    CHECK(kz_context_new(m, &p, err, sizeof err) == NULL && strstr(err, "n_ctx"));
+    CHECK(kz_context_new_ex(m, &p, &cst, err, sizeof err) == NULL && strstr(err, "n_ctx"));
+    CHECK(cst == KZ_ERR_INVALID_ARG);
     p = kz_context_default_params();
     p.kv_type = (kz_kv_type)9;
     CHECK(kz_context_new(m, &p, err, sizeof err) == NULL && strstr(err, "kv_type"));
+    cst = KZ_OK;
+    CHECK(kz_context_new_ex(NULL, NULL, &cst, err, sizeof err) == NULL && cst == KZ_ERR_INVALID_ARG);
     /* default n_ctx = min(train, 4096) */
     p = kz_context_default_params();
     p.n_threads = 1;
@@ -561,6 +589,285 @@ static void test_prompt_tokens(kz_model *m, const char *arch, int is35) {
     kz_context_free(off);
 }
 
+/* ---------------- API hygiene: version, status codes, info getters, logging, exports ---------- */
+
+static void test_version(void) {
+    char v[32];
+    snprintf(v, sizeof v, "%d.%d.%d", KZ_VERSION_MAJOR, KZ_VERSION_MINOR, KZ_VERSION_PATCH);
+    CHECKF(!strcmp(v, KZ_VERSION) && !strcmp(kz_version(), KZ_VERSION), "%s / %s / %s", v, KZ_VERSION, kz_version());
+    /* every status has its own name */
+    for (int a = KZ_OK; a <= KZ_ERR_INTERNAL; a++) {
+        CHECK(strcmp(kz_status_name((kz_status)a), "unknown status") != 0);
+        for (int b = KZ_OK; b < a; b++) CHECK(strcmp(kz_status_name((kz_status)a), kz_status_name((kz_status)b)));
+    }
+    CHECK(!strcmp(kz_status_name((kz_status)99), "unknown status"));
+}
+
+static int write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* kz_model_load_ex: one failure of each kind the loader can report */
+static void test_load_status(const char *good_path) {
+    char err[512], small[8], path[128];
+    kz_status st = KZ_OK;
+    kz_model_params mp = kz_model_default_params();
+    mp.n_threads = 1;
+    CHECK(kz_model_load_ex(NULL, &mp, &st, err, sizeof err) == NULL && st == KZ_ERR_INVALID_ARG);
+    CHECK(kz_model_load_ex("/nonexistent/dir/m.gguf", &mp, &st, err, sizeof err) == NULL);
+    CHECKF(st == KZ_ERR_IO && strstr(err, "/nonexistent/dir/m.gguf"), "%s: %s", kz_status_name(st), err);
+    /* a caller buffer too small for the message: still classified, still NUL-terminated */
+    st = KZ_OK;
+    CHECK(kz_model_load_ex("/nonexistent/dir/m.gguf", &mp, &st, small, sizeof small) == NULL);
+    CHECK(st == KZ_ERR_IO && strlen(small) == sizeof small - 1);
+    snprintf(path, sizeof path, "/tmp/kz_test_api_%d_junk.gguf", (int)getpid());
+    CHECK(write_file(path, "this is not a gguf file at all", 30) == 0);
+    CHECK(kz_model_load_ex(path, &mp, &st, err, sizeof err) == NULL);
+    CHECKF(st == KZ_ERR_FORMAT, "%s: %s", kz_status_name(st), err);
+    /* a well-formed GGUF of an architecture the engine does not run */
+    kz_gguf_writer *w = kz_gguf_writer_new(0);
+    CHECK(w && kz_gguf_w_str(w, "general.architecture", "llama") == 0);
+    CHECK(w && kz_gguf_writer_begin(w, path) == 0 && kz_gguf_writer_finish(w) == 0);
+    kz_gguf_writer_free(w);
+    CHECK(kz_model_load_ex(path, &mp, &st, err, sizeof err) == NULL);
+    CHECKF(st == KZ_ERR_UNSUPPORTED && strstr(err, "llama"), "%s: %s", kz_status_name(st), err);
+    unlink(path);
+    st = KZ_ERR_INTERNAL;
+    kz_model *m = kz_model_load_ex(good_path, &mp, &st, NULL, 0);
+    CHECK(m != NULL && st == KZ_OK);
+    kz_model_free(m);
+}
+
+static void test_info(kz_model *m, const char *preset, const char *path) {
+    kz_mkmodel_cfg cfg;
+    CHECK(kz_mkmodel_preset(preset, &cfg) == 0);
+    CHECK(kz_model_n_layer(m) == cfg.n_layer && kz_model_n_embd(m) == cfg.n_embd);
+    CHECK(kz_model_n_ctx_train(m) == cfg.n_ctx_train && kz_model_n_vocab(m) > 0);
+    /* an F32 model: 4 bytes per parameter; the rest of the file is metadata */
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0);
+    const uint64_t size = kz_model_size(m), np = kz_model_n_params(m);
+    CHECKF(np > 0 && size == 4 * np, "size %llu, %llu params", (unsigned long long)size, (unsigned long long)np);
+    CHECK(size < (uint64_t)sb.st_size && (uint64_t)sb.st_size - size < (1u << 20));
+    CHECK(kz_model_n_layer(NULL) == 0 && kz_model_size(NULL) == 0 && kz_model_n_params(NULL) == 0);
+    /* context facts: as asked, then the defaults resolved */
+    kz_context_params p = kz_context_default_params();
+    p.n_ctx = 64;
+    p.n_batch = 16;
+    p.n_threads = 1;
+    p.kv_type = KZ_KV_F32;
+    char err[256];
+    kz_context *c = kz_context_new(m, &p, err, sizeof err);
+    CHECK(c != NULL);
+    if (c) {
+        CHECK(kz_context_n_ctx(c) == 64 && kz_context_n_batch(c) == 16 && kz_context_n_threads(c) == 1);
+        CHECK(kz_context_kv_type(c) == KZ_KV_F32 && kz_context_n_past(c) == 0);
+        CHECK(kz_context_status(c) == KZ_OK && kz_context_error(c)[0] == 0);
+        kz_context_free(c);
+    }
+    c = kz_context_new(m, NULL, err, sizeof err);
+    CHECK(c != NULL);
+    if (c) {
+        const int want = cfg.n_ctx_train < 4096 ? cfg.n_ctx_train : 4096;
+        CHECK(kz_context_n_ctx(c) == want && kz_context_n_batch(c) == (want < 512 ? want : 512));
+        CHECK(kz_context_n_threads(c) == 1 && kz_context_kv_type(c) == KZ_KV_F16); /* the model's pool */
+        kz_context_free(c);
+    }
+    CHECK(kz_context_n_ctx(NULL) == 0 && kz_context_status(NULL) == KZ_ERR_INVALID_ARG);
+}
+
+/* state images and files: format and i/o failures */
+static void test_state_status(kz_model *m) {
+    kz_context *c = new_ctx(m, 64, 0.0f, 1, 0);
+    CHECK(c != NULL);
+    if (!c) return;
+    int32_t t[8] = {65, 66, 67, 68, 69, 70, 71, 72};
+    CHECK(kz_eval(c, t, 8, NULL, 0) == 0);
+    unsigned char junk[64];
+    memset(junk, 0x5a, sizeof junk);
+    CHECK(kz_state_load(c, junk, sizeof junk) == -1 && kz_context_status(c) == KZ_ERR_FORMAT);
+    CHECK(kz_context_n_past(c) == 8);
+    CHECK(kz_state_load_file(c, "/nonexistent/dir/s.bin") == -1 && kz_context_status(c) == KZ_ERR_IO);
+    CHECK(kz_state_save(c, junk, sizeof junk) == 0 && kz_context_status(c) == KZ_ERR_INVALID_ARG);
+    CHECK(kz_state_save_file(c, "/nonexistent/dir/s.bin") == -1 && kz_context_status(c) == KZ_ERR_IO);
+    size_t n = kz_state_size(c);
+    CHECK(n > 0 && kz_context_status(c) == KZ_OK);
+    kz_context_free(c);
+}
+
+typedef struct {
+    kz_context *c;
+    atomic_int run, started;
+} spammer;
+
+static void *spam_cancels(void *arg) {
+    spammer *s = arg;
+    while (atomic_load(&s->run)) {
+        kz_cancel(s->c);
+        atomic_store(&s->started, 1);
+    }
+    return NULL;
+}
+
+/* kz_cancel stops a kz_eval (KZ_ERR_CANCELLED, whole chunks kept); the next kz_eval clears it */
+static void test_eval_cancel(kz_model *m) {
+    kz_context *c = new_ctx(m, 512, 0.0f, 1, 0); /* n_batch 16 */
+    CHECK(c != NULL);
+    if (!c) return;
+    int32_t t[400];
+    for (int i = 0; i < 400; i++) t[i] = 65 + i % 26;
+    spammer s = {c, 1, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, spam_cancels, &s);
+    while (!atomic_load(&s.started)) sched_yield();
+    int r = kz_eval(c, t, 400, NULL, 0);
+    atomic_store(&s.run, 0);
+    pthread_join(th, NULL);
+    CHECKF(r == -1 && kz_context_status(c) == KZ_ERR_CANCELLED, "r %d, %s: %s", r,
+           kz_status_name(kz_context_status(c)), kz_context_error(c));
+    CHECK(kz_context_n_past(c) < 400 && kz_context_n_past(c) % 16 == 0 && kz_logits(c) == NULL);
+    kz_cancel(c); /* pending: the next call starts by clearing it */
+    const int past = kz_context_n_past(c);
+    CHECK(kz_eval(c, t + past, 400 - past, NULL, 0) == 0 && kz_context_status(c) == KZ_OK);
+    CHECK(kz_context_n_past(c) == 400 && kz_logits(c) != NULL);
+    kz_context_free(c);
+}
+
+typedef struct {
+    char text[4096];
+    size_t len;
+    int n;
+} logbuf;
+
+static void log_collect(kz_log_level level, const char *msg, void *user) {
+    logbuf *b = user;
+    b->n++;
+    b->len += (size_t)snprintf(b->text + b->len, sizeof b->text - b->len, "%c %s\n", "DIWE"[level & 3], msg);
+    if (b->len >= sizeof b->text) b->len = sizeof b->text - 1;
+}
+
+static void test_log_inproc(kz_model *m) {
+    logbuf b = {{0}, 0, 0};
+    kz_log_set(log_collect, &b);
+    kz_context *c = new_ctx(m, 64, 0.0f, 1, 0);
+    CHECKF(b.n == 1 && strstr(b.text, "I context: n_ctx 64, n_batch 16, 1 threads"), "log: %s", b.text);
+    kz_context_free(c);
+    kz_log_set(NULL, NULL); /* silent again */
+    c = new_ctx(m, 64, 0.0f, 1, 0);
+    CHECK(b.n == 1);
+    kz_context_free(c);
+}
+
+/* child mode of this binary (a fresh process: the kernel level is chosen once per process).
+ * "sink": log to stdout through a callback; "silent": no callback. Then load, context, eval. */
+static void log_to_stdout(kz_log_level level, const char *msg, void *user) {
+    (void)user;
+    printf("%c %s\n", "DIWE"[level & 3], msg);
+}
+
+static int log_child(const char *mode, const char *path) {
+    if (!strcmp(mode, "sink")) kz_log_set(log_to_stdout, NULL);
+    kz_model_params mp = kz_model_default_params();
+    mp.n_threads = 1;
+    char err[256];
+    kz_model *m = kz_model_load(path, &mp, err, sizeof err);
+    if (!m) return 2;
+    kz_context *c = new_ctx(m, 64, 0.0f, 1, 0);
+    int32_t t[4] = {65, 66, 67, 68};
+    int rc = !c ? 3 : kz_eval(c, t, 4, NULL, 0) != 0 ? 4 : 0;
+    kz_context_free(c);
+    kz_model_free(m);
+    fflush(stdout);
+    return rc;
+}
+
+static void read_all(int fd, char *buf, size_t len) {
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < len && (r = read(fd, buf + got, len - 1 - got)) > 0) got += (size_t)r;
+    buf[got] = 0;
+    close(fd);
+}
+
+/* runs this binary as log_child with KZ_ISA=isa (NULL: unset); its stdout / stderr in out / err */
+static int run_log_child(const char *isa, const char *mode, const char *path, char *out, char *err, size_t len) {
+    int po[2], pe[2];
+    if (pipe(po) || pipe(pe)) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]); close(pe[0]); close(po[1]); close(pe[1]);
+        if (isa) setenv("KZ_ISA", isa, 1);
+        else unsetenv("KZ_ISA");
+        execl("/proc/self/exe", "test_api", "--log-child", mode, path, (char *)NULL);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    read_all(po[0], out, len); /* small outputs: the child never blocks on the other pipe */
+    read_all(pe[0], err, len);
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
+static void test_log_isa(const char *path) {
+    static char out[4096], err[4096];
+    char want[128];
+    /* KZ_ISA=scalar is taken and reported, as is the context's kernel level */
+    CHECK(run_log_child("scalar", "sink", path, out, err, sizeof out) == 0);
+    CHECKF(strstr(out, "I KZ_ISA=scalar: using scalar kernels") && strstr(out, "KV f16, scalar kernels"), "%s", out);
+    CHECKF(err[0] == 0, "stderr: %s", err);
+    /* a bad value is refused with a warning naming it */
+    CHECK(run_log_child("bogus", "sink", path, out, err, sizeof out) == 0);
+    snprintf(want, sizeof want, "W KZ_ISA=bogus is not one of");
+    CHECKF(strstr(out, want) && err[0] == 0, "stdout: %s, stderr: %s", out, err);
+    /* unset: the best level, said once */
+    CHECK(run_log_child(NULL, "sink", path, out, err, sizeof out) == 0);
+    snprintf(want, sizeof want, "I using %s kernels", kz_isa_name(kz_isa_best()));
+    CHECKF(strstr(out, want) && !strstr(strstr(out, want) + 1, want), "%s", out);
+    /* no callback: the library prints nothing at all, even for a refused KZ_ISA */
+    CHECK(run_log_child("bogus", "silent", path, out, err, sizeof out) == 0);
+    CHECKF(out[0] == 0 && err[0] == 0, "stdout: '%s', stderr: '%s'", out, err);
+}
+
+/* the app-facing shared library exports the API and nothing else; the dev library everything */
+static void test_exports(void) {
+    const char *b = getenv("KZ_BUILD") ? getenv("KZ_BUILD") : "build";
+    char path[512];
+    snprintf(path, sizeof path, "%s/libkazeia.so", b);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    CHECKF(h != NULL, "%s: %s", path, dlerror());
+    if (h) {
+        const char *(*ver)(void) = (const char *(*)(void))dlsym(h, "kz_version");
+        CHECK(ver && !strcmp(ver(), KZ_VERSION));
+        const char *pub[] = {"kz_model_load", "kz_model_load_ex", "kz_eval", "kz_generate", "kz_log_set",
+                             "kz_context_status", "kz_model_n_params", "kz_status_name"};
+        for (size_t i = 0; i < sizeof pub / sizeof *pub; i++) CHECKF(dlsym(h, pub[i]) != NULL, "%s missing", pub[i]);
+        const char *hidden[] = {"kz_tok_encode", "kz_forward", "kz_context_history", "kz_logf", "kz_mkmodel_write",
+                                "kz_membw_open", "kz_quant_row", "kz_gguf_writer_new", "kz_status_from_message"};
+        for (size_t i = 0; i < sizeof hidden / sizeof *hidden; i++)
+            CHECKF(dlsym(h, hidden[i]) == NULL, "%s is exported", hidden[i]);
+        dlclose(h);
+    }
+    snprintf(path, sizeof path, "%s/libkazeia_dev.so", b);
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    CHECKF(h != NULL, "%s: %s", path, dlerror());
+    if (h) {
+        const char *dev[] = {"kz_tok_encode", "kz_context_prompt_tokens", "kz_mkmodel_write", "kz_membw_open",
+                             "kz_quant_row", "kz_gguf_writer_new", "kz_eval"};
+        for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) CHECKF(dlsym(h, dev[i]) != NULL, "dev: %s missing", dev[i]);
+        dlclose(h);
+    }
+}
+
 static kz_model *make_model(const char *preset, const char *path) {
     kz_mkmodel_cfg cfg;
     char err[256];
@@ -575,7 +882,10 @@ static kz_model *make_model(const char *preset, const char *path) {
     return m;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--log-child")) return log_child(argv[2], argv[3]);
+    test_version();
+    test_exports();
     const char *presets[2] = {"qwen35-tiny", "qwen3-tiny"};
     for (int k = 0; k < 2; k++) {
         char path[256];
@@ -591,6 +901,14 @@ int main(void) {
         test_cancel_prefill(m, arch);
         test_limits(m, arch);
         test_prompt_tokens(m, arch, k == 0);
+        test_info(m, presets[k], path);
+        test_state_status(m);
+        test_eval_cancel(m);
+        if (k == 0) {
+            test_load_status(path);
+            test_log_inproc(m);
+            test_log_isa(path);
+        }
         kz_model_free(m);
         unlink(path);
     }

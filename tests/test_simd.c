@@ -276,7 +276,16 @@ static int in_child_err(const char *env, int (*fn)(void *), void *arg, char *err
 }
 static int in_child(const char *env, int (*fn)(void *), void *arg) { return in_child_err(env, fn, arg, NULL, 0); }
 
-static int child_active(void *arg) { (void)arg; return (int)kz_isa_active(); }
+/* the app's log sink for the child: warnings to stderr, where in_child_err captures them */
+static void warn_to_stderr(kz_log_level level, const char *msg, void *user) {
+    (void)user;
+    if (level >= KZ_LOG_WARN) fprintf(stderr, "%s\n", msg);
+}
+/* arg != NULL: install that sink first (without one the library prints nothing) */
+static int child_active(void *arg) {
+    if (arg) kz_log_set(warn_to_stderr, NULL);
+    return (int)kz_isa_active();
+}
 
 static void test_env(void) {
     const kz_isa best = kz_isa_best();
@@ -287,14 +296,17 @@ static void test_env(void) {
     CHECK(in_child("scalar", child_active, NULL) == KZ_ISA_SCALAR);
     CHECK(in_child("SCALAR", child_active, NULL) == KZ_ISA_SCALAR);
     char msg[512];
-    /* refused with a one-line message naming the value and the level used instead */
-    CHECK(in_child_err("bogus", child_active, NULL, msg, sizeof msg) == (int)best);
+    /* refused with a one-line warning naming the value and the level used instead, through the
+     * log callback: nothing on stderr without one */
+    CHECK(in_child_err("bogus", child_active, (void *)1, msg, sizeof msg) == (int)best);
     CHECKF(strstr(msg, "KZ_ISA=bogus") && strstr(msg, kz_isa_name(best)), "message: %s", msg);
+    CHECK(in_child_err("bogus", child_active, NULL, msg, sizeof msg) == (int)best);
+    CHECKF(msg[0] == 0, "printed without a log callback: %s", msg);
     for (int i = 0; i < KZ_ISA_COUNT; i++) {
         kz_isa v;
         CHECK(kz_isa_from_name(kz_isa_name((kz_isa)i), &v) == 0 && v == (kz_isa)i);
         int want = kz_isa_available((kz_isa)i) ? i : (int)best;
-        CHECKF(in_child_err(kz_isa_name((kz_isa)i), child_active, NULL, msg, sizeof msg) == want, "KZ_ISA=%s",
+        CHECKF(in_child_err(kz_isa_name((kz_isa)i), child_active, (void *)1, msg, sizeof msg) == want, "KZ_ISA=%s",
                kz_isa_name((kz_isa)i));
         /* an available level is taken silently, an unavailable one is refused out loud */
         CHECKF(want == i ? msg[0] == 0 : strstr(msg, "cannot run") != NULL, "KZ_ISA=%s: stderr '%s'",

@@ -2,8 +2,9 @@
  * token, and the achieved decode bandwidth as a share of the machine's measured read bandwidth.
  *
  * Method. One context with n_ctx = p + n (+ slack); every run starts from a reset sequence.
- * Prefill: p random token ids in one kz_eval_last (split into n_batch chunks inside), logits of the
- * last token only. Decode: n single-token kz_eval_lasts right after the prefill (depth p), each
+ * Prefill: p random token ids in one kz_eval with no logits buffer (split into n_batch chunks
+ * inside), logits of the last token only. Decode: n single-token kz_evals right after the
+ * prefill (depth p), each
  * feeding back the argmax of the previous logits (or a random id with --decode random).
  * Warm-up runs are not counted. tok/s per run; median, min, max and stddev over the runs.
  *
@@ -180,8 +181,8 @@ static wbytes_t weight_bytes(const kz_model *m) {
 
 /* ---------------- runs ---------------- */
 
-/* greedy: the argmax the LM head found as it wrote the logits (kz_eval_last, one row), as
- * kz_generate's greedy sampling uses it; the scan of the row otherwise */
+/* greedy: the argmax the LM head found as it wrote the logits (kz_eval with no logits buffer,
+ * one row), as kz_generate's greedy sampling uses it; the scan of the row otherwise */
 static int32_t greedy_next(const kz_context *c, int nv) {
     const int64_t a = kz_context_logits_argmax(c);
     return a >= 0 ? (int32_t)a : (int32_t)kz_argmax(kz_logits(c), nv);
@@ -380,7 +381,7 @@ int cmd_bench(int argc, char **argv) {
         int32_t tok = (int32_t)(rng_next(&drs) % (uint64_t)nv);
         double t0 = kz_bench_now();
         if (p > 0) {
-            if (kz_eval_last(c, toks, (int)p)) { rc = 1; break; }
+            if (kz_eval(c, toks, (int)p, NULL, 0)) { rc = 1; break; }
             if (greedy) tok = greedy_next(c, nv);
         }
         double t1 = kz_bench_now();
@@ -397,8 +398,8 @@ int cmd_bench(int argc, char **argv) {
             seg_t0 = kz_bench_now();
         }
         for (long i = 0; i < n; i++) {
-            /* the logits stay in the context (kz_eval_last): no 1 MB copy per token */
-            if (kz_eval_last(c, &tok, 1)) { rc = 1; break; }
+            /* the logits stay in the context (no logits buffer): no 1 MB copy per token */
+            if (kz_eval(c, &tok, 1, NULL, 0)) { rc = 1; break; }
             tok = greedy ? greedy_next(c, nv) : (int32_t)(rng_next(&drs) % (uint64_t)nv);
             if (bws && (++seg_n == membw_every || i == n - 1)) {
                 const double seg = kz_bench_now() - seg_t0;

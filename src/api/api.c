@@ -39,6 +39,8 @@
 #include "api/sample.h"
 #include "forward/state.h"
 #include "text/tokenizer.h"
+#include "sys/cpu.h"
+#include "sys/log.h"
 
 struct kz_context {
     kz_model *m;
@@ -59,14 +61,23 @@ struct kz_context {
     size_t snap_cap, snap_len;
     int32_t *snap_tok;
     int snap_ntok;
-    char err[512];
+    char err[512];      /* the last call's message and status ("" and KZ_OK after a success) */
+    kz_status status;
 };
 
-static void set_err(kz_context *c, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4)))
+static void set_err(kz_context *c, kz_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->err, sizeof c->err, fmt, ap);
     va_end(ap);
+    c->status = st;
+}
+
+/* every public call on a context starts with a clean outcome */
+static void begin(kz_context *c) {
+    c->err[0] = 0;
+    c->status = KZ_OK;
 }
 
 static double now_ms(void) {
@@ -137,8 +148,12 @@ static void errw(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
-kz_context *kz_context_new(kz_model *m, const kz_context_params *pp, char *err, size_t errlen) {
-    if (err && errlen) err[0] = 0;
+static const char *kv_name(kz_kv_type t) { return t == KZ_KV_F32 ? "f32" : t == KZ_KV_F16 ? "f16" : "q8_0"; }
+
+/* kz_context_new's work; *st says why it failed (every early return sets err and st) */
+static kz_context *context_new(kz_model *m, const kz_context_params *pp, kz_status *st, char *err,
+                               size_t errlen) {
+    *st = KZ_ERR_INVALID_ARG;
     if (!m) { errw(err, errlen, "kz_context_new: model is NULL"); return NULL; }
     kz_context_params p = pp ? *pp : kz_context_default_params();
     if (p.n_ctx < 0) { errw(err, errlen, "n_ctx must be >= 0 (got %d)", p.n_ctx); return NULL; }
@@ -170,9 +185,11 @@ kz_context *kz_context_new(kz_model *m, const kz_context_params *pp, char *err, 
     /* the token history is n_ctx int32s: on 32-bit systems n_ctx * 4 can wrap size_t */
     if ((uint64_t)n_ctx * sizeof(int32_t) > SIZE_MAX / 2) {
         errw(err, errlen, "n_ctx %d is too large for this system's address space", n_ctx);
+        *st = KZ_ERR_NOMEM;
         return NULL;
     }
 
+    *st = KZ_ERR_NOMEM;
     kz_context *c = calloc(1, sizeof *c);
     if (!c) { errw(err, errlen, "out of memory allocating the context"); return NULL; }
     c->m = m;
@@ -185,8 +202,14 @@ kz_context *kz_context_new(kz_model *m, const kz_context_params *pp, char *err, 
     c->n_batch = n_batch;
     c->n_vocab = n_vocab;
     atomic_init(&c->cancel, 0);
-    c->seq = kz_seq_new(m, n_ctx, n_batch, n_threads, p.kv_type, err, errlen);
-    if (!c->seq) { kz_context_free(c); return NULL; }
+    char e[512] = "";
+    c->seq = kz_seq_new(m, n_ctx, n_batch, n_threads, p.kv_type, e, sizeof e);
+    if (!c->seq) {
+        errw(err, errlen, "%s", e);
+        *st = kz_status_from_message(e, KZ_ERR_INVALID_ARG);
+        kz_context_free(c);
+        return NULL;
+    }
     kz_sampler_params sp = sampler_params(&p);
     c->smp = kz_sampler_new(n_vocab, &sp);
     c->hist = malloc((size_t)n_ctx * sizeof *c->hist);
@@ -198,7 +221,23 @@ kz_context *kz_context_new(kz_model *m, const kz_context_params *pp, char *err, 
         kz_context_free(c);
         return NULL;
     }
+    *st = KZ_OK;
+    kz_logf(KZ_LOG_INFO, "context: n_ctx %d, n_batch %d, %d threads, KV %s, %s kernels", n_ctx, n_batch, n_threads,
+            kv_name(p.kv_type), kz_isa_name(kz_isa_active()));
     return c;
+}
+
+kz_context *kz_context_new_ex(kz_model *m, const kz_context_params *p, kz_status *status, char *err,
+                              size_t errlen) {
+    kz_status st;
+    if (err && errlen) err[0] = 0;
+    kz_context *c = context_new(m, p, &st, err, errlen);
+    if (status) *status = st;
+    return c;
+}
+
+kz_context *kz_context_new(kz_model *m, const kz_context_params *p, char *err, size_t errlen) {
+    return kz_context_new_ex(m, p, NULL, err, errlen);
 }
 
 void kz_context_free(kz_context *c) {
@@ -222,11 +261,16 @@ void kz_context_reset(kz_context *c) {
 }
 
 int kz_context_n_past(const kz_context *c) { return c ? c->n_hist : 0; }
+int kz_context_n_ctx(const kz_context *c) { return c ? c->n_ctx : 0; }
+int kz_context_n_batch(const kz_context *c) { return c ? c->n_batch : 0; }
+int kz_context_n_threads(const kz_context *c) { return c ? c->p.n_threads : 0; }
+kz_kv_type kz_context_kv_type(const kz_context *c) { return c ? c->p.kv_type : KZ_KV_F32; }
 
 kz_seq *kz_context_seq(kz_context *c) { return c ? c->seq : NULL; }
 int64_t kz_context_logits_argmax(const kz_context *c) { return c && kz_logits(c) ? c->logits_argmax : -1; }
 
 const char *kz_context_error(const kz_context *c) { return c ? c->err : "context is NULL"; }
+kz_status kz_context_status(const kz_context *c) { return c ? c->status : KZ_ERR_INVALID_ARG; }
 
 const int32_t *kz_context_history(const kz_context *c, int *n) {
     *n = c ? c->n_hist : 0;
@@ -237,13 +281,15 @@ static int build_prompt(kz_context *c, const char *system, const char *user, int
     kz_chat_seg segs[KZ_CHAT_MAX_SEGS];
     kz_chat_arch arch = c->m->hp.arch == KZ_ARCH_QWEN35 ? KZ_CHAT_QWEN35 : KZ_CHAT_QWEN3;
     int nseg = kz_chat_segments(arch, system, user, c->p.think, segs);
-    return kz_chat_tokenize(c->m->tok, segs, nseg, out, c->err, sizeof c->err);
+    int n = kz_chat_tokenize(c->m->tok, segs, nseg, out, c->err, sizeof c->err);
+    if (n < 0) c->status = kz_status_from_message(c->err, KZ_ERR_INVALID_ARG);
+    return n;
 }
 
 int kz_context_prompt_tokens(kz_context *c, const char *system, const char *user, int32_t **out) {
     *out = NULL;
     if (!c) return -1;
-    c->err[0] = 0;
+    begin(c);
     return build_prompt(c, system, user, out);
 }
 
@@ -268,7 +314,7 @@ static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, 
         c->n_hist = before + n;
         return 0;
     }
-    set_err(c, "%s", e[0] ? e : "forward pass failed");
+    set_err(c, kz_status_from_message(e, KZ_ERR_INTERNAL), "%s", e[0] ? e : "forward pass failed");
     int np = kz_seq_n_past(c->seq);
     if (np >= before && np <= before + n) { /* a prefix of the chunk went in */
         memcpy(c->hist + before, toks, (size_t)(np - before) * sizeof *toks);
@@ -281,19 +327,19 @@ static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, 
     return -1;
 }
 
-/* the checks kz_eval and kz_eval_last share; 0 when the tokens can go in */
-static int eval_check(kz_context *c, const char *fn, const int32_t *tokens, int n) {
-    c->err[0] = 0;
-    if (n < 1 || !tokens) { set_err(c, "%s: need at least one token (got %d)", fn, n); return -1; }
+/* 0 when the tokens can go in */
+static int eval_check(kz_context *c, const int32_t *tokens, int n) {
+    if (n < 1 || !tokens) { set_err(c, KZ_ERR_INVALID_ARG, "kz_eval: need at least one token (got %d)", n); return -1; }
     for (int i = 0; i < n; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->n_vocab) {
-            set_err(c, "%s: token %d at position %d is outside the vocabulary (0..%d)", fn, tokens[i], i,
-                    c->n_vocab - 1);
+            set_err(c, KZ_ERR_INVALID_ARG, "kz_eval: token %d at position %d is outside the vocabulary (0..%d)",
+                    tokens[i], i, c->n_vocab - 1);
             return -1;
         }
     }
     if (n > c->n_ctx - c->n_hist) {
-        set_err(c, "context full: %d tokens in the sequence + %d new > n_ctx %d", c->n_hist, n, c->n_ctx);
+        set_err(c, KZ_ERR_CTX_FULL, "context full: %d tokens in the sequence + %d new > n_ctx %d", c->n_hist, n,
+                c->n_ctx);
         return -1;
     }
     return 0;
@@ -301,27 +347,26 @@ static int eval_check(kz_context *c, const char *fn, const int32_t *tokens, int 
 
 int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want_all) {
     if (!c) return -1;
-    if (eval_check(c, "kz_eval", tokens, n) != 0) return -1;
-    if (eval_chunk(c, tokens, n, logits, want_all) != 0) return -1;
-    /* remember the last logits so a following kz_generate can continue from here */
-    if (logits) {
+    begin(c);
+    atomic_store(&c->cancel, 0);
+    if (eval_check(c, tokens, n) != 0) return -1;
+    const int before = c->n_hist;
+    /* without a caller buffer the LM head writes straight into the context's row: no copy (a
+     * pass over n_vocab floats per token) */
+    const int own_row = logits == NULL;
+    kz_seq_set_abort(c->seq, &c->cancel);
+    int r = eval_chunk(c, tokens, n, own_row ? c->logits : logits, own_row ? 0 : want_all);
+    kz_seq_set_abort(c->seq, NULL);
+    if (r == KZ_FWD_ABORTED) {
+        set_err(c, KZ_ERR_CANCELLED, "kz_eval: cancelled after %d of %d tokens", c->n_hist - before, n);
+        return -1;
+    }
+    if (r != 0) return -1;
+    /* keep the last logits in the context: kz_logits, and a following kz_generate continues */
+    if (!own_row) {
         const float *last = want_all ? logits + (size_t)(n - 1) * (size_t)c->n_vocab : logits;
         memcpy(c->logits, last, (size_t)c->n_vocab * sizeof *c->logits);
-        c->logits_valid = 1;
-        c->logits_argmax = kz_seq_logits_argmax(c->seq);
-    } else {
-        c->logits_valid = 0;
-        c->logits_argmax = -1;
     }
-    return 0;
-}
-
-int kz_eval_last(kz_context *c, const int32_t *tokens, int n) {
-    if (!c) return -1;
-    if (eval_check(c, "kz_eval_last", tokens, n) != 0) return -1;
-    /* the LM head writes straight into the context's row: no copy (kz_eval's costs a pass over
-     * n_vocab floats per token, ~1 MB for Qwen3.5's vocabulary) */
-    if (eval_chunk(c, tokens, n, c->logits, 0) != 0) return -1;
     c->logits_valid = 1;
     c->logits_argmax = kz_seq_logits_argmax(c->seq);
     return 0;
@@ -333,29 +378,42 @@ const float *kz_logits(const kz_context *c) { return c && c->logits_valid && c->
 
 size_t kz_state_size(kz_context *c) {
     if (!c) return 0;
-    c->err[0] = 0;
+    begin(c);
     size_t n = kz_state_image_size(c->m, c->seq, c->logits_valid && c->n_hist > 0);
-    if (!n) set_err(c, "state of %d tokens is too large to save", c->n_hist);
+    if (!n) set_err(c, KZ_ERR_NOMEM, "state of %d tokens is too large to save", c->n_hist);
     return n;
 }
 
 size_t kz_state_save(kz_context *c, void *buf, size_t len) {
     if (!c) return 0;
-    c->err[0] = 0;
-    return kz_state_image_write(c->m, c->seq, c->hist, kz_logits(c), 1, buf, len, NULL, c->err, sizeof c->err);
+    begin(c);
+    size_t n = kz_state_image_write(c->m, c->seq, c->hist, kz_logits(c), 1, buf, len, NULL, c->err, sizeof c->err);
+    if (!n) c->status = kz_status_from_message(c->err, KZ_ERR_INVALID_ARG); /* buffer too small */
+    return n;
+}
+
+/* the state file at path opened for a kz_state_*_file call (mode "wb" or "rb"), or NULL with
+ * the error set */
+static FILE *state_file(kz_context *c, const char *fn, const char *path, const char *mode) {
+    if (!path) { set_err(c, KZ_ERR_INVALID_ARG, "%s: no path given", fn); return NULL; }
+    FILE *f = fopen(path, mode);
+    if (!f)
+        set_err(c, KZ_ERR_IO, "%s: cannot %s the state file: %s", path, mode[0] == 'w' ? "create" : "open",
+                strerror(errno));
+    return f;
 }
 
 int kz_state_save_file(kz_context *c, const char *path) {
     if (!c) return -1;
-    c->err[0] = 0;
-    if (!path) { set_err(c, "kz_state_save_file: no path given"); return -1; }
-    FILE *f = fopen(path, "wb");
-    if (!f) { set_err(c, "%s: cannot create the state file: %s", path, strerror(errno)); return -1; }
+    begin(c);
+    FILE *f = state_file(c, "kz_state_save_file", path, "wb");
+    if (!f) return -1;
     char e[384];
     size_t n = kz_state_image_write(c->m, c->seq, c->hist, kz_logits(c), 1, NULL, 0, f, e, sizeof e);
     int bad = fclose(f) != 0;
     if (!n || bad) {
-        set_err(c, "%s: %s", path, n ? "cannot write the state file (disk full?)" : e);
+        set_err(c, n ? KZ_ERR_IO : kz_status_from_message(e, KZ_ERR_IO), "%s: %s", path,
+                n ? "cannot write the state file (disk full?)" : e);
         remove(path);
         return -1;
     }
@@ -374,30 +432,31 @@ static int state_load(kz_context *c, const void *buf, size_t len, char *e, size_
 
 int kz_state_load(kz_context *c, const void *buf, size_t len) {
     if (!c) return -1;
-    c->err[0] = 0;
-    return state_load(c, buf, len, c->err, sizeof c->err);
+    begin(c);
+    int r = state_load(c, buf, len, c->err, sizeof c->err);
+    if (r) c->status = kz_status_from_message(c->err, KZ_ERR_FORMAT);
+    return r;
 }
 
 int kz_state_load_file(kz_context *c, const char *path) {
     if (!c) return -1;
-    c->err[0] = 0;
-    if (!path) { set_err(c, "kz_state_load_file: no path given"); return -1; }
-    FILE *f = fopen(path, "rb");
-    if (!f) { set_err(c, "%s: cannot open the state file: %s", path, strerror(errno)); return -1; }
+    begin(c);
+    FILE *f = state_file(c, "kz_state_load_file", path, "rb");
+    if (!f) return -1;
     long sz = -1;
     if (fseek(f, 0, SEEK_END) == 0) sz = ftell(f);
     if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        set_err(c, "%s: cannot read the state file (not a regular file?)", path);
+        set_err(c, KZ_ERR_IO, "%s: cannot read the state file (not a regular file?)", path);
         fclose(f);
         return -1;
     }
     void *buf = malloc(sz > 0 ? (size_t)sz : 1);
-    if (!buf) { set_err(c, "%s: out of memory reading %ld bytes", path, sz); fclose(f); return -1; }
+    if (!buf) { set_err(c, KZ_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, sz); fclose(f); return -1; }
     size_t got = fread(buf, 1, (size_t)sz, f);
     fclose(f);
-    char e[384] = "read error";
+    char e[384] = "cannot read the state file";
     int r = got == (size_t)sz ? state_load(c, buf, got, e, sizeof e) : -1;
-    if (r) set_err(c, "%s: %s", path, e);
+    if (r) set_err(c, got == (size_t)sz ? kz_status_from_message(e, KZ_ERR_FORMAT) : KZ_ERR_IO, "%s: %s", path, e);
     free(buf);
     return r;
 }
@@ -492,7 +551,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     st.stop = KZ_STOP_ERROR;
     if (stats) *stats = st;
     if (!c) return -1;
-    c->err[0] = 0;
+    begin(c);
     atomic_store(&c->cancel, 0);
 
     /* 1. prompt */
@@ -500,7 +559,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     int n_prompt = build_prompt(c, system, user, &prompt);
     if (n_prompt < 0) goto fail;
     if (n_prompt > c->n_ctx) {
-        set_err(c, "prompt is %d tokens, context is %d (raise n_ctx / -c)", n_prompt, c->n_ctx);
+        set_err(c, KZ_ERR_CTX_FULL, "prompt is %d tokens, context is %d (raise n_ctx / -c)", n_prompt, c->n_ctx);
         goto fail;
     }
 
@@ -534,7 +593,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         int r = eval_chunk(c, prompt + i, n, last ? c->logits : NULL, 0);
         kz_seq_set_abort(c->seq, NULL);
         if (r == KZ_FWD_ABORTED) {
-            c->err[0] = 0; /* a cancel is not an error */
+            begin(c); /* a cancel is not an error */
             st.n_prompt = c->n_hist > reused ? c->n_hist - reused : 0;
             st.t_prefill_ms = now_ms() - t0;
             st.stop = KZ_STOP_CANCELLED;
@@ -602,6 +661,7 @@ done:
 fail:
     st.stop = KZ_STOP_ERROR;
 fail_keep:
+    if (c->status == KZ_OK) c->status = KZ_ERR_INTERNAL; /* every failure above says why */
     free(prompt);
     if (stats) *stats = st;
     return -1;

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include "sys/log.h"
 #include <stdlib.h>
 #include <strings.h>
 
@@ -106,19 +107,25 @@ kz_isa kz_isa_best(void) {
     return KZ_ISA_SCALAR;
 }
 
+/* KZ_ISA is read here, once; what it did goes to the app's log callback (never to stderr) */
 static void choose_once(void) {
     kz_isa best = kz_isa_best(), want = best;
     const char *env = getenv("KZ_ISA");
     if (env && *env && strcasecmp(env, "auto") != 0) {
         if (kz_isa_from_name(env, &want) != 0) {
-            fprintf(stderr, "kazeia: KZ_ISA=%s is not one of auto|scalar|avx2|avx512|neon|dotprod|i8mm; "
-                            "using %s\n", env, k_names[best]);
+            kz_logf(KZ_LOG_WARN, "KZ_ISA=%s is not one of auto|scalar|avx2|avx512|neon|dotprod|i8mm; using %s",
+                    env, k_names[best]);
             want = best;
         } else if (!kz_isa_available(want)) {
-            fprintf(stderr, "kazeia: KZ_ISA=%s: this CPU or build cannot run %s kernels; using %s\n", env,
+            kz_logf(KZ_LOG_WARN, "KZ_ISA=%s: this CPU or build cannot run %s kernels; using %s", env,
                     k_names[want], k_names[best]);
             want = best;
+        } else {
+            kz_logf(KZ_LOG_INFO, "KZ_ISA=%s: using %s kernels (best here: %s)", env, k_names[want],
+                    k_names[best]);
         }
+    } else {
+        kz_logf(KZ_LOG_INFO, "using %s kernels (the best this CPU and build run)", k_names[best]);
     }
     g_active = want;
 }

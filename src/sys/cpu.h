@@ -3,8 +3,8 @@
  * Levels are ordered within an architecture (x86-64: scalar < avx2 < avx512; arm64: scalar <
  * neon < dotprod < i8mm). The active level is the best one this build and CPU can run, unless
  * the environment variable KZ_ISA names a lower one (scalar|avx2|avx512|neon|dotprod|i8mm|auto).
- * A level the CPU or build cannot run is refused with one line on stderr and the best level is
- * used instead.
+ * The choice, or the refusal of a level the CPU or build cannot run (the best level is then
+ * used instead), is reported once through the app's log callback (kz_log_set).
  *
  * State: the detected features and the chosen level are computed on first use under
  * pthread_once and never change afterwards (immutable after init, so they are not shared

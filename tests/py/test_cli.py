@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / os.environ.get("KZ_BUILD", "build")
 KAZEIA = BUILD / "kazeia"
 MKMODEL = BUILD / "kz-mkmodel"
-LIB = BUILD / "libkazeia.so"
+LIB = BUILD / "libkazeia_dev.so"
 TOKDIR = ROOT.parent / "shared" / "data" / "qwen3-tokenizer"
 THREADS = "2"
 

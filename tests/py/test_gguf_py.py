@@ -1,7 +1,7 @@
 """GGUF interop against the reference Python `gguf` package.
 
 (a) files written by gguf.GGUFWriter are read by `kazeia info` (names, types, shapes, values);
-(b) files written by our C writer (ctypes on libkazeia.so) are read by gguf.GGUFReader and every
+(b) files written by our C writer (ctypes on libkazeia_dev.so) are read by gguf.GGUFReader and every
     key, value and tensor byte must match what we wrote;
 (c) `kazeia info` rejects broken files with exit 1 and a one-line message.
 """
@@ -21,7 +21,7 @@ from gguf import GGUFValueType as VT
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / os.environ.get("KZ_BUILD", "build")
 KAZEIA = BUILD / "kazeia"
-LIB = BUILD / "libkazeia.so"
+LIB = BUILD / "libkazeia_dev.so"
 
 # our short value-type names (kz_gguf_type_name) for gguf-py's enum
 VT_NAME = {VT.UINT8: "u8", VT.INT8: "i8", VT.UINT16: "u16", VT.INT16: "i16", VT.UINT32: "u32",

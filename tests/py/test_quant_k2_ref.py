@@ -13,7 +13,7 @@ import gguf
 from gguf.quants import dequantize
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LIB = ROOT / os.environ.get("KZ_BUILD", "build") / "libkazeia.so"
+LIB = ROOT / os.environ.get("KZ_BUILD", "build") / "libkazeia_dev.so"
 
 TYPES = {  # name: (ggml id, bytes per 256, offsets of fp16 scales in the block)
     "Q2_K": (10, 84, (80, 82)),

@@ -1,4 +1,4 @@
-"""Q4_K / Q5_K / Q6_K of libkazeia.so vs independent references:
+"""Q4_K / Q5_K / Q6_K of libkazeia_dev.so vs independent references:
 - dequantize vs gguf-py (gguf.quants.dequantize) on random raw blocks (random bytes, fp16
   d / dmin replaced by sane random values): identical floats;
 - the reference quantizers vs llama.cpp (llama-cpp-python's llama_model_quantize, `pure`, on a
@@ -19,7 +19,7 @@ from gguf import GGUFReader, quants
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / os.environ.get("KZ_BUILD", "build")
-LIB = BUILD / "libkazeia.so"
+LIB = BUILD / "libkazeia_dev.so"
 
 TYPES = {"Q4_K": (12, 144, QT.Q4_K, 15), "Q5_K": (13, 176, QT.Q5_K, 17), "Q6_K": (14, 210, QT.Q6_K, 18)}
 # (kz type id, block bytes, gguf type, llama ftype whose pure mix is that type)

@@ -1,4 +1,4 @@
-"""Q4_1 / Q5_0 / Q5_1 / IQ4_NL of libkazeia.so against independent references:
+"""Q4_1 / Q5_0 / Q5_1 / IQ4_NL of libkazeia_dev.so against independent references:
 - dequantize: identical floats to gguf-py (gguf.quants.dequantize) on random blocks with random
   finite non-zero fp16 scales (and mins);
 - quantize: Q4_1 / Q5_0 / Q5_1 identical bytes to gguf-py's quants.quantize; IQ4_NL (gguf-py has
@@ -20,7 +20,7 @@ from gguf import GGUFReader, quants
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / os.environ.get("KZ_BUILD", "build")
-LIB = BUILD / "libkazeia.so"
+LIB = BUILD / "libkazeia_dev.so"
 
 TYPES = {"Q4_1": (3, 20, QT.Q4_1), "Q5_0": (6, 22, QT.Q5_0), "Q5_1": (7, 24, QT.Q5_1), "IQ4_NL": (20, 18, QT.IQ4_NL)}
 ACT = {"Q4_1": (9, 36), "Q5_1": (9, 36), "Q5_0": (8, 34), "IQ4_NL": (8, 34)}

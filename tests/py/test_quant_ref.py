@@ -1,4 +1,4 @@
-"""Quant kernels of libkazeia.so vs the gguf Python package's numpy reference (gguf.quants):
+"""Quant kernels of libkazeia_dev.so vs the gguf Python package's numpy reference (gguf.quants):
 F16 / BF16 / Q8_0 / Q4_0 quantize must give identical bytes, dequantize identical floats.
 
 Q4_0 note: the C reference quantizer computes x*id + 8.5f; llama-quantize's result depends on
@@ -20,7 +20,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
 ROOT = Path(__file__).resolve().parents[2]
-LIB = ROOT / os.environ.get("KZ_BUILD", "build") / "libkazeia.so"
+LIB = ROOT / os.environ.get("KZ_BUILD", "build") / "libkazeia_dev.so"
 
 T = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 8, "BF16": 30}
 
