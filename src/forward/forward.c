@@ -44,15 +44,15 @@ static void norm_pre_fn(void *arg) {
     prof(p->s, KZ_PROF_NORM);
 }
 
-/* dst = rmsnorm(src += add (when add is not NULL)) for rows of n floats. Several rows (or a
- * cancelled chunk) run here, on the pool, and NULL is returned; one row is returned as np->pre
- * for the next matmul group to run. */
+/* dst = rmsnorm(src += add (when add is not NULL)) for rows of n floats. One row is returned
+ * as np->pre for the next matmul group to run; several run here, on the pool (NULL returned).
+ * A cancelled chunk skips it: its outputs are dropped. */
 static const kz_mm_pre *norm(kz_seq *s, norm_pre *np, float *src, const float *add, float *dst,
                              const float *w, int n, int rows) {
     *np = (norm_pre){s, {src, add, dst, w, n, rows, s->m->hp.rms_eps}, {norm_pre_fn, np}};
-    if (rows == 1 && !seq_aborted(s)) return &np->pre;
-    if (rows == 1) norm_fn(&np->t, 0, 1);
-    else run_task(s, norm_fn, &np->t);
+    if (seq_aborted(s)) return NULL;
+    if (rows == 1) return &np->pre;
+    run_task(s, norm_fn, &np->t);
     prof(s, KZ_PROF_NORM);
     return NULL;
 }
@@ -73,6 +73,21 @@ static void embed(kz_seq *s, const int32_t *tok, int n, int p0) {
     prof(s, KZ_PROF_EMBED);
 }
 
+/* The final norm (with the last layer's residual add) and the LM head, for rows [lrow0, n)
+ * only: x dies with the chunk. One row brings its argmax along (greedy decoding). */
+static void lm_head(kz_seq *s, int n, int lrow0, float *lout) {
+    const kz_model *m = s->m;
+    const int E = m->hp.n_embd, nr = n - lrow0;
+    norm_pre np;
+    const kz_mm_pre *pre = norm(s, &np, s->x + (size_t)lrow0 * E, m->hp.n_layer > 0 ? s->out + (size_t)lrow0 * E : NULL,
+                                s->hn, m->output_norm, E, nr);
+    if (nr == 1 && !seq_aborted(s))
+        s->logits_argmax = mm_argmax(s, &m->output, s->hn, lout, pre);
+    else
+        mm(s, &m->output, s->hn, nr, lout, (size_t)m->hp.n_vocab);
+    prof(s, KZ_PROF_HEAD);
+}
+
 /* One chunk of n <= n_batch tokens at positions p0..; logits rows [lrow0, n) -> lout.
  * Returns 0, or 1 when the abort flag stopped it (state as before the chunk). */
 static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lout, int lrow0) {
@@ -82,6 +97,7 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
     const kz_mm_pre *pre;
     embed(s, tok, n, p0);
     kz_seq_chunk_begin(s, n);
+    /* each residual add (x += out) runs fused into the norm after it */
     for (int il = 0; il < m->hp.n_layer; il++) {
         const kz_layer *ly = &m->layers[il];
         /* a cancel is seen between the parts of a layer; the ops it skips are dropped anyway */
@@ -97,17 +113,7 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
         pre = norm(s, &np, s->x, s->out, s->hn, ly->post_norm, E, n);
         kz_ffn_layer(s, ly, n, pre);
     }
-    if (lout && lrow0 < n) {
-        /* the last layer's residual add, only for the rows the LM head reads (x dies with the chunk) */
-        const int nr = n - lrow0;
-        pre = norm(s, &np, s->x + (size_t)lrow0 * E, m->hp.n_layer > 0 ? s->out + (size_t)lrow0 * E : NULL, s->hn,
-                   m->output_norm, E, nr);
-        if (nr == 1 && !seq_aborted(s)) /* one row: its argmax comes along (greedy decoding) */
-            s->logits_argmax = mm_argmax(s, &m->output, s->hn, lout, pre);
-        else
-            mm(s, &m->output, s->hn, nr, lout, (size_t)m->hp.n_vocab);
-        prof(s, KZ_PROF_HEAD);
-    }
+    if (lout && lrow0 < n) lm_head(s, n, lrow0, lout);
     return kz_seq_chunk_end(s); /* a cancel during the LM head: its logits were skipped */
 }
 

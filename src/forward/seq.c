@@ -67,8 +67,11 @@ typedef struct {
 
 static float *take(arena *a, size_t rows, size_t width) {
     size_t n = 0;
-    if (!mul3(&n, rows, width, 1) || !add_to(&n, 15) || !add_to(&a->off, n & ~(size_t)15)) a->ok = 0;
-    return a->ok && a->base ? a->base + a->off - (n & ~(size_t)15) : NULL;
+    if (!mul3(&n, rows, width, 1) || !add_to(&n, 15)) a->ok = 0;
+    n &= ~(size_t)15; /* whole 64-byte lines: every buffer starts on one */
+    float *p = a->base ? a->base + a->off : NULL;
+    if (!add_to(&a->off, n)) a->ok = 0;
+    return a->ok ? p : NULL;
 }
 
 /* Every scratch buffer of a chunk of n_batch tokens, named once with its size. Run with
