@@ -7,7 +7,7 @@
 #include <time.h>
 #include "cli.h"
 #include "args.h"
-#include "model/model.h"
+#include "forward/seq.h"
 
 static void logits_usage(FILE *f) {
     fprintf(f,

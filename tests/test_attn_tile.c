@@ -11,7 +11,7 @@
 #include "nn/attention.h"
 #include "kt.h"
 #include "tools/mkmodel/mkmodel.h"
-#include "model/model.h"
+#include "forward/seq.h"
 #include "model/types.h"
 
 static unsigned long long rs = 0x1234567887654321ull;

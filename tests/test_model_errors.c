@@ -12,7 +12,7 @@
 #include "model/gguf.h"
 #include "kt.h"
 #include "tools/mkmodel/mkmodel.h"
-#include "model/model.h"
+#include "forward/seq.h"
 #include "model/types.h"
 
 static char g_dir[64];

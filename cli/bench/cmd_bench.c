@@ -31,7 +31,7 @@
 #include "cli/args.h"
 #include "api/api.h"
 #include "nn/attention.h"
-#include "model/model.h"
+#include "forward/seq.h"
 #include "nn/ops.h"
 #include "cli/bench/bench_matmuls.h"
 #include "cli/bench/bench_stats.h"

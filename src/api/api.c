@@ -36,6 +36,7 @@
 #include "api/api.h"
 #include "text/chat.h"
 #include "model/model.h"
+#include "forward/seq.h"
 #include "api/sample.h"
 #include "forward/state.h"
 #include "text/tokenizer.h"

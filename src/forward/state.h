@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "model/model.h"
+#include "forward/seq.h"
 
 #define KZ_STATE_VERSION 1
 

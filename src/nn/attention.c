@@ -126,10 +126,8 @@ size_t kz_attn_scratch_floats(const kz_kv_layer *kv, int n_pos) {
  * ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)), times scale; the PV sums are acc = fma(p_t, v_t, acc) over
  * positions in order. A fused multiply-add rounds once, so an FMA instruction (x86 FMA3, AArch64
  * FMLA) and C's fmaf give the same bits: every level agrees, at half the floating-point
- * instructions of a multiply then an add (the AVX-512 kernel was bound on them: ~150 us a layer
- * of the 4B at depth 576, 2 threads, against ~81 us to read its KV rows). Without hardware FMA
- * (x86-64 below the AVX2 level) fmaf is libm's exact software routine: slow, but only the
- * scalar reference runs there. */
+ * instructions of a multiply then an add. Without hardware FMA (x86-64 below AVX2) fmaf is
+ * libm's exact software routine: slow, but only the scalar reference runs there. */
 /* *acc = fma(*a, *b, *acc) lane by lane (pointers: a vector argument by value draws GCC's
  * psabi note) */
 KZ_AINL void fma8(v8f *acc, const v8f *a, const v8f *b) {

@@ -188,8 +188,8 @@ void kz_gdn_gates(int n, const float *b, const float *a, const float *dt_bias, c
  * where dot is 16 lane sums of fused multiply-adds (lane i % 16, i in order) reduced by
  * hsum16, then the tail (dk % 16 elements) fused into the sum in order. Every ISA level
  * computes exactly this (one rounding per fma, as fmaf), so they agree bit for bit; 16 lanes
- * and fused steps are what one AVX-512 register, two AVX2 or four NEON registers do per
- * instruction. The state (48 MiB on the 4B) is read and written once per token, row by row. */
+ * are one AVX-512, two AVX2 or four NEON registers. The state is read and written once per
+ * token, row by row. */
 
 /* the 16 lane sums reduced: h[l] = a[l] + a[l + 8], then kz_dot8's tree over h (hsum8) */
 static inline float hsum16(const float *a) {
@@ -239,20 +239,14 @@ static void head_plain(float *M, int dk, int dv, const float *kt, const float *q
 }
 
 /* software prefetch of the state KZ_GDN_PF rows ahead (4 KiB at dk = 128; 0 = off): the
- * hardware streamer stops at every 4 KiB page, and one thread's state stream from DRAM then
- * stalls at each page start. Xeon host of 2026-12-04, 4B decode profile (2 threads): GDN core
- * 2.6-3.5 ms per token against 4.0-4.9 without; 2 KiB ahead 2.8-3.3, 8 KiB 3.3-4.0. */
+ * hardware streamer stops at every 4 KiB page, where one thread's state stream from DRAM
+ * would stall (distance tuned: docs/PERFORMANCE.md) */
 #ifndef KZ_GDN_PF
 #define KZ_GDN_PF 8
 #endif
 /* and a second prefetch, into L2, KZ_GDN_PF_L2 rows ahead (16 KiB at dk = 128; 0 = off): the L1
- * lead alone keeps too few lines in flight for a stream that is read and written back (one
- * core's fill buffers hold the L1 prefetches until their lines arrive). Xeon host of
- * 2026-12-05, 24 layers' states cold, 16 heads a thread (a scratch microbenchmark): one thread
- * 69-72 us a layer against 76-80 without, two threads 66-71 against 74-76 (AVX2: 70-80 against
- * 78-90; a plain read + write pass over the same bytes: 62 / 64); L2 leads of 48 and 64 rows
- * the same, L1 leads of 4 or 16 rows no better. In the 4B decode (`kazeia bench --profile`,
- * depth 512) the GDN core went from 2.25-2.27 to 1.87-1.94 ms a token. */
+ * lead alone keeps too few lines in flight for a stream that is read and written back (the
+ * fill buffers hold the L1 prefetches until their lines arrive; tuned: docs/PERFORMANCE.md) */
 #ifndef KZ_GDN_PF_L2
 #define KZ_GDN_PF_L2 32
 #endif
@@ -274,6 +268,18 @@ T_GDN256 static inline float hsum8_256(__m256 h) {
     return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehl_ps(u, u)));
 }
 
+/* the state prefetches of the 64-byte line at column i, KZ_GDN_PF and KZ_GDN_PF_L2 rows ahead
+ * of row; past the last row they touch the next head (a prefetch never faults) */
+static inline __attribute__((always_inline)) void state_prefetch(const float *row, int dk, int i) {
+    (void)row, (void)dk, (void)i;
+#if KZ_GDN_PF
+    _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF * dk + i), _MM_HINT_T0);
+#endif
+#if KZ_GDN_PF_L2
+    _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF_L2 * dk + i), _MM_HINT_T1);
+#endif
+}
+
 T_GDN512 static inline float hsum16_512(__m512 a) {
     const __m256 lo = _mm512_castps512_ps256(a), hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
     return hsum8_256(_mm256_add_ps(lo, hi));
@@ -292,13 +298,7 @@ T_GDN512 static void head_avx512(float *M, int dk, int dv, const float *kt, cons
         __m512 b = _mm512_setzero_ps();
         a = _mm512_setzero_ps();
         for (int i = 0; i < dk; i += 16) {
-#if KZ_GDN_PF
-            /* one per 64-byte line; past the last row it touches the next head (never faults) */
-            _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF * dk + i), _MM_HINT_T0);
-#endif
-#if KZ_GDN_PF_L2
-            _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF_L2 * dk + i), _MM_HINT_T1);
-#endif
+            state_prefetch(row, dk, i);
             const __m512 k = _mm512_loadu_ps(kt + i);
             const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(row + i), dec, _mm512_mul_ps(d, k));
             _mm512_storeu_ps(row + i, x);
@@ -326,12 +326,7 @@ T_GDN256 static void head_avx2(float *M, int dk, int dv, const float *kt, const 
         __m256 b0 = _mm256_setzero_ps(), b1 = b0;
         a0 = a1 = _mm256_setzero_ps();
         for (int i = 0; i < dk; i += 16) {
-#if KZ_GDN_PF
-            _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF * dk + i), _MM_HINT_T0);
-#endif
-#if KZ_GDN_PF_L2
-            _mm_prefetch((const char *)(row + (size_t)KZ_GDN_PF_L2 * dk + i), _MM_HINT_T1);
-#endif
+            state_prefetch(row, dk, i);
             const __m256 k0 = _mm256_loadu_ps(kt + i), k1 = _mm256_loadu_ps(kt + i + 8);
             const __m256 x0 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i), dec, _mm256_mul_ps(d, k0));
             const __m256 x1 = _mm256_fmadd_ps(_mm256_loadu_ps(row + i + 8), dec, _mm256_mul_ps(d, k1));

@@ -2,9 +2,9 @@
  * gates, and the gated delta rule. The recurrent (token-by-token) form here is the exact
  * reference; kz_gdn_chunked (gdn_chunk.c) is the chunkwise form behind the same interface.
  *
- * Conventions (GGUF order, see SPEC §2.4/§3.5): value head j pairs with key head j % n_k_heads.
- * Recurrent state per value head j: M[j] is dv rows of dk floats, M[j][r][i] = S_j[i][r]
- * (llama.cpp's transposed layout), so every inner loop is a contiguous dot/axpy over dk. */
+ * GGUF order: value head j pairs with key head j % n_k_heads. State per value head j: dv rows
+ * of dk floats, M[j][r][i] = S_j[i][r] (transposed), so every inner loop is a contiguous dot/axpy
+ * over dk. */
 #ifndef KZ_GDN_H
 #define KZ_GDN_H
 #include <stddef.h>
@@ -44,10 +44,9 @@ void kz_gdn_recurrent_isa(int isa, const kz_gdn_shape *sh, int T, const float *q
                           size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
                           float *out, size_t ld_out, int h0, int h1);
 
-/* Chunk length of the chunkwise form (SPEC §4.2). Tuned: the per-token cost is 3 dk*dv (as the
- * recurrent form) plus ~C/2 (3 dk + 2 dv) for the in-chunk products; with 128-wide heads 32
- * runs the GDN core ~15% faster than FLA / HF / llama.cpp's 64 (16 leaves the products too
- * small to tile well). Any value >= 1 is correct. */
+/* Chunk length of the chunkwise form: per token 3 dk*dv (as the recurrent form) plus ~C/2
+ * (3 dk + 2 dv) for the in-chunk products, so shorter is cheaper until the products get too
+ * small to tile (tuned: docs/PERFORMANCE.md). Any value >= 1 is correct. */
 #define KZ_GDN_CHUNK 32
 
 /* Scratch floats kz_gdn_chunked needs (one buffer per concurrent caller). */

@@ -1,4 +1,4 @@
-/* Chunkwise-parallel gated delta rule (WY / UT-transform form, SPEC §4.2) for prefill.
+/* Chunkwise-parallel gated delta rule (WY / UT-transform form) for prefill.
  *
  * Per value head and chunk of n <= KZ_GDN_CHUNK tokens, S0 = state entering the chunk (dk x dv):
  *   G_r = sum_{u<=r} g_u,  D[r][s] = exp(G_r - G_s) (s <= r)

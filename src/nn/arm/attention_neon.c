@@ -9,7 +9,7 @@
  * times scale; the PV sums run over positions in order, one fused multiply-add per element
  * (FMLA rounds once, as fmaf).
  * F16 -> f32 is exact except that FCVTL quiets a signalling NaN, which the first fused multiply-add
- * would quiet anyway, with the same payload. Not timed on a phone yet (qemu checks the bits). */
+ * would quiet anyway, with the same payload. */
 #include "nn/attention_isa.h"
 
 #if defined(__aarch64__)

@@ -1,12 +1,10 @@
 /* Decode attention partial (kz_attn_partial) with AVX-512: the same numbers as the generic body
  * in attention.c, bit for bit, with a fraction of its instructions.
  *
- * Why a separate kernel: the generic body (8-lane GNU vectors) converts each block of F16 rows
- * into a float buffer, then every multiply takes one operand from memory. On Zen 4 that made
- * the K pass load-bound (~120 cycles per key row for the 4 query heads of a group, where the FP
- * pipes need 64) and the conversion pass alone ~100 cycles per position. Here the F16 rows are
- * converted in registers (VCVTPH2PS) as they are read, 4 key rows share each query chunk held
- * in registers (32 vector registers), and two rows ride in one zmm.
+ * Why a separate kernel: the generic body converts each block of F16 rows into a float buffer,
+ * then every multiply takes one operand from memory, which left its K pass load-bound. Here the
+ * F16 rows are converted in registers (VCVTPH2PS) as they are read, 4 key rows share each query
+ * chunk held in registers (32 vector registers), and two rows ride in one zmm.
  *
  * Same bits as the generic body: each score is its 8 fused lane sums, in the same order,
  * reduced by the same tree ((a0+a4)+(a1+a5))+((a2+a6)+(a3+a7)), times scale; the PV sums run

@@ -1,0 +1,68 @@
+/* A sequence: the per-conversation state one model runs on (KV cache, GDN conv + recurrent
+ * states, scratch, worker pool), and kz_forward, which appends tokens to it. */
+#ifndef KZ_FORWARD_SEQ_H
+#define KZ_FORWARD_SEQ_H
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "model/model.h"
+#include "nn/attention.h"
+
+/* Per-sequence state: KV cache, GDN conv + recurrent states, scratch, worker pool. */
+typedef struct kz_seq kz_seq;
+kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_kv_type kv,
+                   char *err, size_t errlen);
+void kz_seq_free(kz_seq *s);
+void kz_seq_reset(kz_seq *s);
+int kz_seq_n_past(const kz_seq *s);
+int kz_seq_n_ctx(const kz_seq *s);
+/* The sequence's state buffers, for saving / restoring it (state.c). */
+typedef struct {
+    int n_past, n_ctx;
+    kz_kv_type kv_type;
+    int n_kv_layers;
+    kz_kv_layer *kv;            /* [n_kv_layers]; rows [0, n_past) hold the cached tokens */
+    float *conv, *ssm;          /* every GDN layer's conv / recurrent state, contiguous */
+    size_t n_conv, n_ssm;       /* floats */
+} kz_seq_view;
+void kz_seq_view_get(kz_seq *s, kz_seq_view *v);
+/* Position after the state buffers were filled from a saved state; -1 unless 0 <= n <= n_ctx. */
+int kz_seq_set_n_past(kz_seq *s, int n_past);
+/* Optional per-part wall-time breakdown of kz_forward (off by default; on, it reads the clock
+ * twice per part and layer). Parts in forward order. */
+typedef enum {
+    KZ_PROF_EMBED,      /* token embedding rows, RoPE tables */
+    KZ_PROF_NORM,       /* RMSNorms, residual adds */
+    KZ_PROF_ATTN_PROJ,  /* full attention: Q/K/V/O matmuls */
+    KZ_PROF_ATTN,       /* q/k norm + RoPE + KV store, softmax attention, output gate */
+    KZ_PROF_GDN_PROJ,   /* GDN: qkv / gate / beta / alpha / out matmuls */
+    KZ_PROF_GDN_CONV,   /* causal conv + SiLU, q/k L2 norms, gates (one dispatch) */
+    KZ_PROF_GDN_CORE,   /* gated delta rule + gated RMSNorm (one dispatch) */
+    KZ_PROF_FFN,        /* gate / up / down matmuls */
+    KZ_PROF_FFN_ACT,    /* SwiGLU */
+    KZ_PROF_HEAD,       /* output norm + LM head */
+    KZ_PROF_COUNT
+} kz_prof_part;
+typedef struct {
+    double ms[KZ_PROF_COUNT];
+    long tokens, calls;   /* tokens and kz_forward calls measured */
+} kz_profile;
+void kz_seq_profile_enable(kz_seq *s, int on); /* on: also clears the totals */
+const kz_profile *kz_seq_profile(const kz_seq *s);
+const char *kz_prof_name(int part);
+/* Breakdown table (part, ms, %, ms per token) written to f. */
+void kz_profile_print(const kz_profile *p, FILE *f);
+
+/* Append n tokens (any n >= 1; split internally into n_batch chunks).
+ * logits: NULL, or want_all ? n*n_vocab : n_vocab floats. 0 ok, -1 error (message in err),
+ * KZ_FWD_ABORTED when the abort flag stopped a chunk: n_past then counts the chunks before it
+ * and the state is exactly that of those tokens. */
+#define KZ_FWD_ABORTED (-2)
+/* flag checked inside prefill chunks (n > 1); NULL disables. Must outlive its use. */
+void kz_seq_set_abort(kz_seq *s, const atomic_int *flag);
+int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float *logits,
+               int want_all, char *err, size_t errlen);
+/* kz_argmax of the last logits row the last kz_forward wrote, when it wrote one row (the LM head
+ * finds it as it writes the row: greedy decoding skips a scan of n_vocab floats); else -1. */
+int64_t kz_seq_logits_argmax(const kz_seq *s);
+#endif
