@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli.h"
 #include "args.h"
 #include "forward/seq.h"
+#include "sys/clock.h"
 
 static void logits_usage(FILE *f) {
     fprintf(f,
@@ -20,12 +20,6 @@ static void logits_usage(FILE *f) {
             "  --profile       per-part time breakdown of the prefill on stderr\n"
             "  --no-repack     keep Q4_0 weights zero-copy (default: 16-row repack at load on AVX-512 VNNI)\n"
             "Writes float32 little-endian logits [n_tokens][n_vocab] to OUT.bin.\n");
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* "1,2,3" -> array; returns count or -1 */
@@ -99,10 +93,10 @@ int cmd_logits(int argc, char **argv) {
     kz_model_params mp = kz_model_default_params();
     mp.n_threads = threads;
     if (repack >= 0) mp.repack_weights = repack;
-    double t0 = now_ms();
+    double t0 = kz_now_ms();
     kz_model *m = kz_model_load(model, &mp, err, sizeof err);
     if (!m) { fprintf(stderr, "kazeia logits: %s\n", err); free(tok); return 1; }
-    double t_load = now_ms() - t0;
+    double t_load = kz_now_ms() - t0;
     kz_seq *s = kz_seq_new(m, n_ctx, n_batch, threads, kv, err, sizeof err);
     if (!s) { fprintf(stderr, "kazeia logits: %s\n", err); kz_model_free(m); free(tok); return 1; }
     const int nv = kz_model_n_vocab(m);
@@ -113,16 +107,16 @@ int cmd_logits(int argc, char **argv) {
         return 1;
     }
     int rc = 0;
-    double tp = now_ms();
+    double tp = kz_now_ms();
     kz_seq_profile_enable(s, profile);
     if (prefill > 0 && kz_forward(m, s, tok, prefill, lg, 1, err, sizeof err)) rc = 1;
-    tp = now_ms() - tp;
+    tp = kz_now_ms() - tp;
     if (profile && !rc) kz_profile_print(kz_seq_profile(s), stderr);
     kz_seq_profile_enable(s, 0);
-    double td = now_ms();
+    double td = kz_now_ms();
     for (int i = prefill; i < n && !rc; i++)
         if (kz_forward(m, s, tok + i, 1, lg + (size_t)i * nv, 0, err, sizeof err)) rc = 1;
-    td = now_ms() - td;
+    td = kz_now_ms() - td;
     if (rc) fprintf(stderr, "kazeia logits: %s\n", err);
     if (!rc) {
         FILE *f = fopen(outp, "wb");

@@ -1,13 +1,9 @@
 #include "cli/bench/bench_stats.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "sys/clock.h"
 
-double kz_bench_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+double kz_bench_now(void) { return (double)kz_now_ns() * 1e-9; }
 
 int kz_cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;

@@ -8,16 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include "sys/cpu.h"
 #include "cli/bench/membw.h"
 #include "sys/threadpool.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "sys/clock.h"
 
 /* GNU vector extension: 32-byte lanes compile to the widest loads the target flags allow. The
  * load width changes what one core reads (~20 % between widths on the x86 hosts measured, see
@@ -206,9 +200,9 @@ static double bw_pass_with(kz_membw *b, int method, char *err, size_t errlen) {
     b->t->method = method;
     memset(b->t->sums, 0, sizeof b->t->sums);
     atomic_store_explicit(&b->t->next.next, 0, memory_order_relaxed); /* published by the dispatch */
-    double t0 = now_s();
+    double t0 = (kz_now_ns() * 1e-9);
     kz_pool_run(b->pool, bw_worker, b->t);
-    double dt = now_s() - t0;
+    double dt = (kz_now_ns() * 1e-9) - t0;
     uint64_t s = 0;
     for (int i = 0; i < nth; i++) s += b->t->sums[i];
     if (s != b->expect) { snprintf(err, errlen, "bandwidth test read back a wrong checksum (memory error?)"); return -1; }

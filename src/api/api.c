@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "kazeia.h"
 #include "api/api.h"
 #include "text/chat.h"
@@ -42,6 +41,7 @@
 #include "text/tokenizer.h"
 #include "sys/cpu.h"
 #include "sys/log.h"
+#include "sys/clock.h"
 
 struct kz_context {
     kz_model *m;
@@ -79,12 +79,6 @@ static void set_err(kz_context *c, kz_status st, const char *fmt, ...) {
 static void begin(kz_context *c) {
     c->err[0] = 0;
     c->status = KZ_OK;
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 /* ---- tokens ---- */
@@ -565,7 +559,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     }
 
     /* 2. prefill, reusing the sequence or the snapshot when it is a prefix of this prompt */
-    double t0 = now_ms();
+    double t0 = kz_now_ms();
     const int sys_len = system_prefix_len(c, system, user, prompt, n_prompt);
     int reused = usable_prefix(c, prompt, n_prompt);
     const int snap = snapshot_usable(c, prompt, n_prompt);
@@ -581,7 +575,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     for (int i = reused; i < n_prompt;) {
         if (cancelled(c)) {
             st.n_prompt = i - reused;
-            st.t_prefill_ms = now_ms() - t0;
+            st.t_prefill_ms = kz_now_ms() - t0;
             st.stop = KZ_STOP_CANCELLED;
             goto done;
         }
@@ -596,7 +590,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         if (r == KZ_FWD_ABORTED) {
             begin(c); /* a cancel is not an error */
             st.n_prompt = c->n_hist > reused ? c->n_hist - reused : 0;
-            st.t_prefill_ms = now_ms() - t0;
+            st.t_prefill_ms = kz_now_ms() - t0;
             st.stop = KZ_STOP_CANCELLED;
             goto done;
         }
@@ -610,7 +604,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         if (i == sys_len && want_snap) snapshot_take(c, prompt, sys_len);
     }
     st.n_prompt = n_prompt - reused;
-    double t1 = now_ms();
+    double t1 = kz_now_ms();
     st.t_prefill_ms = t1 - t0;
 
     /* 3. decode */
@@ -651,7 +645,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         size_t o = kz_utf8_flush(&us, out, sizeof out);
         if (o > 0 && cb && !cb_stopped && st.stop != KZ_STOP_ERROR) (void)cb(out, o, userdata);
     }
-    st.t_decode_ms = now_ms() - t1;
+    st.t_decode_ms = kz_now_ms() - t1;
     if (st.stop == KZ_STOP_ERROR) goto fail_keep;
 
 done:

@@ -122,7 +122,7 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
     if (kz_seq_check_append(m, s, tokens, n, err, errlen)) return -1;
     s->logits_argmax = -1;
     if (s->prof_on) {
-        s->prof_t = prof_now();
+        s->prof_t = kz_now_ms();
         s->prof.tokens += n;
         s->prof.calls++;
     }

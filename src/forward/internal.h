@@ -6,10 +6,10 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 #include "forward/seq.h"
 #include "nn/attention.h"
 #include "sys/threadpool.h"
+#include "sys/clock.h"
 
 /* attention work items wanted per layer before positions get split (>= typical thread counts) */
 #define KZ_ATTN_MIN_ITEMS 16
@@ -109,15 +109,10 @@ static inline void run_task(kz_seq *s, kz_task_fn fn, void *arg) {
     kz_pool_run(s->pool, fn, arg);
 }
 
-static inline double prof_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 /* the time since the previous mark goes to part (caller thread only) */
 static inline void prof(kz_seq *s, int part) {
     if (!s->prof_on) return;
-    const double t = prof_now();
+    const double t = kz_now_ms();
     s->prof.ms[part] += t - s->prof_t;
     s->prof_t = t;
 }

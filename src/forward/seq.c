@@ -1,6 +1,5 @@
 /* Sequence state: allocation (KV cache, GDN states, the scratch arena planned once), reset,
  * the views state.c saves, and the cancel of a prefill chunk (copy + rollback of GDN states). */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,14 +11,7 @@
 #include "model/types.h"
 #include "nn/gdn.h"
 #include "nn/ops.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#include "sys/err.h"
 
 /* a*b*c in size_t with overflow detection; returns 0 on overflow */
 static int mul3(size_t *r, size_t a, size_t b, size_t c) {
@@ -139,15 +131,15 @@ static void plan_scratch(kz_seq *s, arena *a) {
 
 kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_kv_type kv,
                    char *err, size_t errlen) {
-    if (!m) { seterr(err, errlen, "no model"); return NULL; }
+    if (!m) { kz_seterr(err, errlen, "no model"); return NULL; }
     const kz_hparams *hp = &m->hp;
     if (kv != KZ_KV_F32 && kv != KZ_KV_F16 && kv != KZ_KV_Q8_0) {
-        seterr(err, errlen, "unknown KV cache type %d (use f32, f16 or q8_0)", (int)kv);
+        kz_seterr(err, errlen, "unknown KV cache type %d (use f32, f16 or q8_0)", (int)kv);
         return NULL;
     }
     if (kv == KZ_KV_Q8_0 && hp->n_attn_layers && hp->head_dim % 32) {
-        seterr(err, errlen, "KV cache type q8_0 needs a head_dim multiple of 32 (this model: %d); use f16",
-               hp->head_dim);
+        kz_seterr(err, errlen, "KV cache type q8_0 needs a head_dim multiple of 32 (this model: %d); use f16",
+                  hp->head_dim);
         return NULL;
     }
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
@@ -156,14 +148,14 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     if (n_threads <= 0) n_threads = m->n_threads > 0 ? m->n_threads : 1;
 
     kz_seq *s = calloc(1, sizeof *s);
-    if (!s) { seterr(err, errlen, "out of memory"); return NULL; }
+    if (!s) { kz_seterr(err, errlen, "out of memory"); return NULL; }
     s->m = m;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
     s->logits_argmax = -1;
     s->kv_type = kv;
     s->pool = kz_pool_new(n_threads);
-    if (!s->pool) { seterr(err, errlen, "cannot create a pool of %d threads", n_threads); goto fail; }
+    if (!s->pool) { kz_seterr(err, errlen, "cannot create a pool of %d threads", n_threads); goto fail; }
     s->nth = kz_pool_size(s->pool);
 
     /* ---- sizes (all overflow-checked) ---- */
@@ -183,14 +175,14 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
              mul3(&tmp, state_floats, sizeof(float), 1) && add_to(&total, tmp) && add_to(&total, scr_bytes) &&
              add_to(&total, mmw);
     if (!ok) {
-        seterr(err, errlen, "n_ctx %d / n_batch %d too large: state size overflows", n_ctx, n_batch);
+        kz_seterr(err, errlen, "n_ctx %d / n_batch %d too large: state size overflows", n_ctx, n_batch);
         goto fail;
     }
     size_t phys = phys_mem_bytes();
     if (total > phys) {
-        seterr(err, errlen, "n_ctx %d needs %.2f GiB of sequence state (KV %.2f GiB), more than the %.2f GiB of RAM; "
-               "use a smaller n_ctx or --kv f16",
-               n_ctx, total / 1073741824.0, kv_bytes / 1073741824.0, phys / 1073741824.0);
+        kz_seterr(err, errlen, "n_ctx %d needs %.2f GiB of sequence state (KV %.2f GiB), more than the %.2f GiB of RAM; "
+                  "use a smaller n_ctx or --kv f16",
+                  n_ctx, total / 1073741824.0, kv_bytes / 1073741824.0, phys / 1073741824.0);
         goto fail;
     }
 
@@ -226,8 +218,8 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     kz_imrope_mask(s->rope_use_pos, hp->n_rot, hp->rope_sections);
     return s;
 oom:
-    seterr(err, errlen, "out of memory allocating sequence state for n_ctx %d (%.2f GiB)", n_ctx,
-           total / 1073741824.0);
+    kz_seterr(err, errlen, "out of memory allocating sequence state for n_ctx %d (%.2f GiB)", n_ctx,
+              total / 1073741824.0);
 fail:
     kz_seq_free(s);
     return NULL;
@@ -285,23 +277,23 @@ int kz_seq_set_n_past(kz_seq *s, int n_past) {
 /* ---------------- appending: invariants and cancel ---------------- */
 
 int kz_seq_check_append(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, char *err, size_t errlen) {
-    if (!m || !s || s->m != m) { seterr(err, errlen, "kz_forward: sequence does not belong to this model"); return -1; }
-    if (n <= 0 || !tokens) { seterr(err, errlen, "kz_forward: no tokens given (n = %d)", n); return -1; }
+    if (!m || !s || s->m != m) { kz_seterr(err, errlen, "kz_forward: sequence does not belong to this model"); return -1; }
+    if (n <= 0 || !tokens) { kz_seterr(err, errlen, "kz_forward: no tokens given (n = %d)", n); return -1; }
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab) {
-            seterr(err, errlen, "token id %d at index %d is out of range [0, %d)", (int)tokens[i], i, m->hp.n_vocab);
+            kz_seterr(err, errlen, "token id %d at index %d is out of range [0, %d)", (int)tokens[i], i, m->hp.n_vocab);
             return -1;
         }
     if (n > s->n_ctx - s->n_past) {
-        seterr(err, errlen, "context full: %d tokens in the sequence + %d new > n_ctx %d", s->n_past, n, s->n_ctx);
+        kz_seterr(err, errlen, "context full: %d tokens in the sequence + %d new > n_ctx %d", s->n_past, n, s->n_ctx);
         return -1;
     }
     /* a cancellable prefill needs the copy of the GDN states it may roll back to (allocated once) */
     if (s->abort_flag && n > 1 && !s->state_bak && gdn_state_floats(s)) {
         s->state_bak = malloc(gdn_state_floats(s) * sizeof(float));
         if (!s->state_bak) {
-            seterr(err, errlen, "out of memory for the %.1f MiB cancel copy of the recurrent state",
-                   gdn_state_floats(s) * sizeof(float) / 1048576.0);
+            kz_seterr(err, errlen, "out of memory for the %.1f MiB cancel copy of the recurrent state",
+                      gdn_state_floats(s) * sizeof(float) / 1048576.0);
             return -1;
         }
     }

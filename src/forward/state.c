@@ -12,23 +12,15 @@
  *       states; f32 recurrent states
  *   end u64 hash of every byte before it (0 when not checksummed)
  * The n_* fields repeat what the fingerprint covers so a mismatch can be explained. */
-#include <stdarg.h>
 #include <string.h>
 #include "forward/state.h"
+#include "sys/err.h"
 
 #define HDR 128
 #define F_LOGITS 1u
 #define F_CHECKSUM 2u
 #define ENDIAN_TAG 0x01020304u
 static const char MAGIC[8] = {'K', 'Z', 'S', 'T', 'A', 'T', 'E', 0};
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- streaming 64-bit hash over 8-byte words (rotate, xor, odd multiply: each step is a
  * bijection of the word, so any single changed word changes the result) ---- */
@@ -152,12 +144,12 @@ size_t kz_state_image_write(const kz_model *m, kz_seq *s, const int32_t *hist, c
     kz_seq_view v;
     kz_seq_view_get(s, &v);
     const size_t total = image_bytes(m, &v, (size_t)v.n_past, logits != NULL);
-    if (!total) { seterr(err, errlen, "state of %d tokens is too large to save", v.n_past); return 0; }
+    if (!total) { kz_seterr(err, errlen, "state of %d tokens is too large to save", v.n_past); return 0; }
     if (!f && (!buf || cap < total)) {
-        seterr(err, errlen, "state buffer too small: %zu bytes, the state needs %zu", cap, total);
+        kz_seterr(err, errlen, "state buffer too small: %zu bytes, the state needs %zu", cap, total);
         return 0;
     }
-    if (v.n_past > 0 && !hist) { seterr(err, errlen, "state: no token history given"); return 0; }
+    if (v.n_past > 0 && !hist) { kz_seterr(err, errlen, "state: no token history given"); return 0; }
     const kz_hparams *hp = &m->hp;
     unsigned char h[HDR];
     memset(h, 0, sizeof h);
@@ -193,7 +185,7 @@ size_t kz_state_image_write(const kz_model *m, kz_seq *s, const int32_t *hist, c
     put(&k, v.ssm, v.n_ssm * 4);
     uint64_t hash = checksum ? h_final(&k.hs) : 0;
     put(&k, &hash, 8);
-    if (k.failed) { seterr(err, errlen, "cannot write the state (disk full?)"); return 0; }
+    if (k.failed) { kz_seterr(err, errlen, "cannot write the state (disk full?)"); return 0; }
     return k.pos;
 }
 
@@ -208,32 +200,32 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
     const unsigned char *b = buf;
     const kz_hparams *hp = &m->hp;
     if (!b || len < 8 || memcmp(b, MAGIC, 8) != 0) {
-        seterr(err, errlen, "not a Kazeia state file (bad magic)");
+        kz_seterr(err, errlen, "not a Kazeia state file (bad magic)");
         return -1;
     }
     if (len < HDR + 8) {
-        seterr(err, errlen, "state file is truncated (%zu bytes, the header alone is %d)", len, HDR + 8);
+        kz_seterr(err, errlen, "state file is truncated (%zu bytes, the header alone is %d)", len, HDR + 8);
         return -1;
     }
     const uint32_t ver = rd32(b, 8);
     if (ver != KZ_STATE_VERSION) {
-        seterr(err, errlen, "state file format version %u is not supported (this build reads version %d)", ver,
-               KZ_STATE_VERSION);
+        kz_seterr(err, errlen, "state file format version %u is not supported (this build reads version %d)", ver,
+                  KZ_STATE_VERSION);
         return -1;
     }
     if (rd32(b, 12) != ENDIAN_TAG) {
-        seterr(err, errlen, "state file was written on a machine of the other byte order");
+        kz_seterr(err, errlen, "state file was written on a machine of the other byte order");
         return -1;
     }
     const uint64_t total = rd64(b, 96);
     if (total != len) {
-        seterr(err, errlen, "state file is %s: %zu bytes, its header says %llu", total > len ? "truncated" : "too long",
-               len, (unsigned long long)total);
+        kz_seterr(err, errlen, "state file is %s: %zu bytes, its header says %llu", total > len ? "truncated" : "too long",
+                  len, (unsigned long long)total);
         return -1;
     }
     const uint32_t flags = rd32(b, 92);
     if (flags & ~(F_LOGITS | F_CHECKSUM)) {
-        seterr(err, errlen, "state file has unknown flags 0x%x (corrupt or from a newer version)", flags);
+        kz_seterr(err, errlen, "state file has unknown flags 0x%x (corrupt or from a newer version)", flags);
         return -1;
     }
     if (flags & F_CHECKSUM) {
@@ -241,7 +233,7 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
         h_init(&hs);
         h_feed(&hs, b, len - 8);
         if (h_final(&hs) != rd64(b, len - 8)) {
-            seterr(err, errlen, "state file is corrupt (checksum mismatch)");
+            kz_seterr(err, errlen, "state file is corrupt (checksum mismatch)");
             return -1;
         }
     }
@@ -250,11 +242,11 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
         memcpy(arch, b + 24, 16);
         arch[16] = 0;
         for (int i = 0; arch[i]; i++) if (arch[i] < 32 || arch[i] > 126) arch[i] = '?';
-        seterr(err, errlen,
-               "state file was saved with a different model (%s, %u layers, n_embd %u, vocab %u; this model: %s, "
-               "%d layers, n_embd %d, vocab %d%s)",
-               arch, rd32(b, 40), rd32(b, 44), rd32(b, 48), m->arch_name, hp->n_layer, hp->n_embd, hp->n_vocab,
-               !strcmp(arch, m->arch_name) && rd32(b, 40) == (uint32_t)hp->n_layer &&
+        kz_seterr(err, errlen,
+                  "state file was saved with a different model (%s, %u layers, n_embd %u, vocab %u; this model: %s, "
+                  "%d layers, n_embd %d, vocab %d%s)",
+                  arch, rd32(b, 40), rd32(b, 44), rd32(b, 48), m->arch_name, hp->n_layer, hp->n_embd, hp->n_vocab,
+                  !strcmp(arch, m->arch_name) && rd32(b, 40) == (uint32_t)hp->n_layer &&
                        rd32(b, 44) == (uint32_t)hp->n_embd && rd32(b, 48) == (uint32_t)hp->n_vocab
                    ? "; same sizes, other tensor shapes or types"
                    : "");
@@ -263,17 +255,17 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
     kz_seq_view v;
     kz_seq_view_get(s, &v);
     if (rd32(b, 52) != (uint32_t)v.kv_type) {
-        seterr(err, errlen, "state file has a %s KV cache, this context uses %s (create it with the same KV type)",
-               kv_name(rd32(b, 52)), kv_name((uint32_t)v.kv_type));
+        kz_seterr(err, errlen, "state file has a %s KV cache, this context uses %s (create it with the same KV type)",
+                  kv_name(rd32(b, 52)), kv_name((uint32_t)v.kv_type));
         return -1;
     }
     const uint32_t n_past = rd32(b, 88);
     if (n_past > (uint32_t)v.n_ctx) {
-        seterr(err, errlen, "state file holds %u tokens, more than this context's n_ctx %d", n_past, v.n_ctx);
+        kz_seterr(err, errlen, "state file holds %u tokens, more than this context's n_ctx %d", n_past, v.n_ctx);
         return -1;
     }
     if (!hist || (int)n_past > hist_cap) {
-        seterr(err, errlen, "state: token history buffer too small (%d for %u tokens)", hist_cap, n_past);
+        kz_seterr(err, errlen, "state: token history buffer too small (%d for %u tokens)", hist_cap, n_past);
         return -1;
     }
     /* same fingerprint, so these can only differ in a forged or damaged unchecksummed image */
@@ -281,7 +273,7 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
     if (rd32(b, 56) != (uint32_t)v.n_kv_layers || rd64(b, 72) != v.n_conv || rd64(b, 80) != v.n_ssm ||
         rd64(b, 104) != (v.n_kv_layers ? kz_kv_row_bytes(&v.kv[0]) : 0) ||
         image_bytes(m, &v, n_past, has_logits) != len) {
-        seterr(err, errlen, "state file is corrupt (its sizes do not match the model)");
+        kz_seterr(err, errlen, "state file is corrupt (its sizes do not match the model)");
         return -1;
     }
     const unsigned char *p = b + HDR;
@@ -289,7 +281,7 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
         int32_t t;
         memcpy(&t, p + (size_t)i * 4, 4);
         if (t < 0 || t >= hp->n_vocab) {
-            seterr(err, errlen, "state file is corrupt (token %d at position %u is outside the vocabulary)", (int)t, i);
+            kz_seterr(err, errlen, "state file is corrupt (token %d at position %u is outside the vocabulary)", (int)t, i);
             return -1;
         }
     }

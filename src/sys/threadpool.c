@@ -10,8 +10,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
+#include "sys/clock.h"
 
 #define KZ_POOL_MAX_THREADS 512
 #define KZ_SPIN_NS 50000L /* spin budget before blocking: covers the gap between two matmuls */
@@ -47,17 +47,11 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 /* 1 once a spin-wait has run past KZ_SPIN_NS (the clock read every 64 calls); w = {0, 0} at
  * the start of the wait */
 static int spin_spent(kz_spin *w) {
     if ((++w->i & 63) != 0) return 0;
-    const long t = now_ns();
+    const long long t = kz_now_ns();
     if (!w->t0) w->t0 = t;
     else if (t - w->t0 > KZ_SPIN_NS) return 1;
     return 0;

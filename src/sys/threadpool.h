@@ -92,7 +92,7 @@ void kz_phase_wait(kz_phase *p, long n);
  * kz_spin w = {0, 0}; while (!ready) kz_spin_wait(&w); */
 typedef struct {
     unsigned i;
-    long t0;
+    long long t0;
 } kz_spin;
 void kz_spin_wait(kz_spin *w);
 int kz_num_cpus(void);
