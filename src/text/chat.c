@@ -18,6 +18,15 @@ static void seg_text(kz_chat_seg *s, int *n, const char *p, size_t len) {
 }
 static void seg_lit(kz_chat_seg *s, int *n, const char *lit) { seg_text(s, n, lit, strlen(lit)); }
 
+/* <|im_start|>ROLE\nCONTENT<|im_end|>\n (role_nl holds the role and its newline) */
+static void seg_message(kz_chat_seg *s, int *n, const char *role_nl, const char *p, size_t len) {
+    seg_special(s, n, IM_START);
+    seg_lit(s, n, role_nl);
+    seg_text(s, n, p, len);
+    seg_special(s, n, IM_END);
+    seg_lit(s, n, "\n");
+}
+
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 /* content as the template sees it: qwen35 trims, qwen3 keeps it verbatim */
@@ -39,18 +48,10 @@ int kz_chat_segments(kz_chat_arch arch, const char *system, const char *user, in
     /* the template tests the raw content for emptiness; "only if non-empty" is our API rule */
     if (system && system[0]) {
         content(arch, system, &p, &len);
-        seg_special(segs, &n, IM_START);
-        seg_lit(segs, &n, "system\n");
-        seg_text(segs, &n, p, len);
-        seg_special(segs, &n, IM_END);
-        seg_lit(segs, &n, "\n");
+        seg_message(segs, &n, "system\n", p, len);
     }
     content(arch, user, &p, &len);
-    seg_special(segs, &n, IM_START);
-    seg_lit(segs, &n, "user\n");
-    seg_text(segs, &n, p, len);
-    seg_special(segs, &n, IM_END);
-    seg_lit(segs, &n, "\n");
+    seg_message(segs, &n, "user\n", p, len);
     seg_special(segs, &n, IM_START);
     seg_lit(segs, &n, "assistant\n");
     if (!think) {
