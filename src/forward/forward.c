@@ -148,20 +148,28 @@ static void *alloc_state(size_t bytes) {
     return p;
 }
 
+/* kz_matmul's work bytes for nw matrices applied to B rows together */
+static size_t mm_work(const kz_wmat *const *w, int nw, int B) {
+    kz_mm a = {.nw = nw, .n_tok = B};
+    for (int i = 0; i < nw; i++) a.w[i] = w[i];
+    return kz_matmul_work_bytes(&a);
+}
+
 static size_t mm_work_max(const kz_model *m, int B) {
-    size_t w = kz_matmul_work_bytes(&m->output, B);
+    const kz_wmat *out = &m->output;
+    size_t w = mm_work(&out, 1, B);
     for (int il = 0; il < m->hp.n_layer; il++) {
         const kz_layer *l = &m->layers[il];
         const kz_wmat *ws[] = {&l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->wq, &l->wk, &l->wv, &l->wo,
                                &l->wqkv, &l->wgate, &l->wbeta, &l->walpha, &l->wssm_out};
         for (size_t j = 0; j < sizeof ws / sizeof *ws; j++)
-            if (ws[j]->data) w = maxz(w, kz_matmul_work_bytes(ws[j], B));
-        /* the groups applied to one input together (mm3/mm4 below): one converted X per act type */
+            if (ws[j]->data) w = maxz(w, mm_work(&ws[j], 1, B));
+        /* the groups applied to one input together (mm3/mm4 below): one quantised X per act type */
         const kz_wmat *g_attn[] = {&l->wq, &l->wk, &l->wv}, *g_gdn[] = {&l->wqkv, &l->wgate, &l->wbeta, &l->walpha},
                       *g_ffn[] = {&l->ffn_gate, &l->ffn_up};
-        if (l->wq.data) w = maxz(w, kz_matmul_multi_work_bytes(g_attn, 3, B));
-        if (l->wqkv.data) w = maxz(w, kz_matmul_multi_work_bytes(g_gdn, 4, B));
-        if (l->ffn_gate.data) w = maxz(w, kz_matmul_multi_work_bytes(g_ffn, 2, B));
+        if (l->wq.data) w = maxz(w, mm_work(g_attn, 3, B));
+        if (l->wqkv.data) w = maxz(w, mm_work(g_gdn, 4, B));
+        if (l->ffn_gate.data) w = maxz(w, mm_work(g_ffn, 2, B));
     }
     return w;
 }
@@ -697,21 +705,23 @@ static int chunk_aborted(const kz_seq *s) {
 
 static void mm(kz_seq *s, const kz_wmat *w, const float *x, int n, float *y, size_t ldy) {
     if (chunk_aborted(s)) return;
-    kz_matmul_abortable(s->pool, w, x, n, y, (int64_t)ldy, s->mm_work, s->chunk_abort);
+    kz_matmul(s->pool, &(kz_mm){.w = {w}, .nw = 1, .x = x, .n_tok = n, .y = {y}, .ldy = {(int64_t)ldy},
+                                .abort = s->chunk_abort, .work = s->mm_work});
 }
 
 /* nw matrices on the same input: X converted once, one pool dispatch for all their rows; pre
  * (one token, else NULL): the norm that makes X, run inside that dispatch (kz_mm_pre) */
 static void mm_group(kz_seq *s, const kz_wmat *const *w, int nw, const float *x, int n, float *const *y,
                      const size_t *ldy, const kz_mm_pre *pre) {
-    if (pre) {
-        kz_matmul_multi_pre(s->pool, w, nw, x, y, s->mm_work, pre);
-        return;
+    if (!pre && chunk_aborted(s)) return;
+    kz_mm a = {.nw = nw, .x = x, .n_tok = pre ? 1 : n, .pre = pre, .abort = pre ? NULL : s->chunk_abort,
+               .work = s->mm_work}; /* with pre: one token, rows of n_out */
+    for (int i = 0; i < nw; i++) {
+        a.w[i] = w[i];
+        a.y[i] = y[i];
+        a.ldy[i] = pre ? 0 : (int64_t)ldy[i];
     }
-    if (chunk_aborted(s)) return;
-    int64_t ld[KZ_MM_MAX];
-    for (int i = 0; i < nw; i++) ld[i] = (int64_t)ldy[i];
-    kz_matmul_multi(s->pool, w, nw, x, n, y, ld, s->mm_work, s->chunk_abort);
+    kz_matmul(s->pool, &a);
 }
 
 static void layer_attn(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_pre *pre) {
@@ -860,7 +870,8 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
         }
         prof(s, KZ_PROF_FFN);
         if (n == 1 && !chunk_aborted(s)) { /* one token: the SwiGLU comes with the down projection's conversion */
-            kz_matmul_swiglu(s->pool, &ly->ffn_down, s->t1, s->t2, s->out, s->mm_work);
+            kz_matmul(s->pool, &(kz_mm){.w = {&ly->ffn_down}, .nw = 1, .n_tok = 1, .swiglu = {s->t1, s->t2},
+                                        .y = {s->out}, .work = s->mm_work});
         } else {
             swiglu_task st = {s->t1, s->t2, s->ld1, s->ld2, hp->n_ff, n};
             if ((long)n * hp->n_ff < KZ_SWIGLU_PAR_MIN) swiglu_fn(&st, 0, 1);
@@ -878,7 +889,8 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
                                            hp->n_layer > 0 ? s->out + (size_t)lrow0 * E : NULL, s->hn,
                                            m->output_norm, E, nr);
         if (nr == 1 && !chunk_aborted(s)) /* one row: its argmax comes along (greedy decoding) */
-            s->logits_argmax = kz_matmul_argmax(s->pool, &m->output, s->hn, lout, s->mm_work, pre);
+            kz_matmul(s->pool, &(kz_mm){.w = {&m->output}, .nw = 1, .x = s->hn, .n_tok = 1, .y = {lout}, .pre = pre,
+                                        .argmax = &s->logits_argmax, .work = s->mm_work});
         else
             mm(s, &m->output, s->hn, nr, lout, (size_t)hp->n_vocab);
         prof(s, KZ_PROF_HEAD);

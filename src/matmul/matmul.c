@@ -15,7 +15,7 @@
 
 #include "sys/cpu.h"
 #include "nn/ops.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "model/types.h"
 
 /* activation rows are converted in chunks of this many elements (a multiple of every block
@@ -33,14 +33,15 @@
  * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2; +10 % measured) */
 #define MM_RB_LANE 256
 
-/* after a one-token Q8_0 activation row: its per-block terms for the packed GEMV (kz_p16_gemv),
+/* after a one-token Q8_0 activation row: its per-block terms for the packed GEMV (kz_gemv_q4_0_16x4),
  * 64-byte aligned */
 static size_t aux_bytes(const kz_wmat *w, int n_tok) {
     return n_tok == 1 && kz_act_type(w->type) == KZ_T_Q8_0 ? 64 + (size_t)(w->n_in / 32) * sizeof(int32_t) : 0;
 }
 
-size_t kz_matmul_work_bytes(const kz_wmat *w, int n_tok) {
-    if (!w || n_tok <= 0 || w->type == KZ_T_F32) return 0; /* F32 uses X directly */
+/* bytes of one matrix's quantised X (F32 weights read X directly) */
+static size_t act_bytes(const kz_wmat *w, int n_tok) {
+    if (!w || n_tok <= 0 || w->type == KZ_T_F32) return 0;
     return (size_t)n_tok * kz_act_row_bytes(w->type, w->n_in) + aux_bytes(w, n_tok);
 }
 
@@ -56,8 +57,8 @@ typedef struct {
     int64_t ldy;
     int64_t n_chunk; /* conversion chunks per row */
     const atomic_int *abort; /* prefill: stop between tiles once non-zero (output dropped) */
-    kz_gemm_p16_fn p16;      /* kernel for w->p16 rows, NULL: w has none or this level cannot use them */
-    kz_p16_gemv gv;          /* one token: the level's GEMV taking aux (NULL gemv: p16 computes it) */
+    kz_gemm_q4_0_16x4_fn gemm16; /* kernel for w->q4_0_16x4 rows, NULL: w has none or this level cannot use them */
+    kz_gemv_q4_0_16x4 gv;          /* one token: the level's GEMV taking aux (NULL gemv: gemm16 computes it) */
     int32_t *aux;            /* one token: the activation row's per-block terms for gv, or NULL */
     int32_t *aux_room;       /* converting matrix, one token: where its row's terms go */
     int aux_need;            /* converting matrix: a packed matrix reads its terms */
@@ -89,21 +90,21 @@ static void conv_task(void *arg, int ith, int nth) {
     conv_chunks(t, lo, hi);
 }
 
-/* where row r0 (a multiple of 16 below n_p16) starts in w's packed copy */
-static const uint8_t *p16_rows(const kz_wmat *w, int64_t r0) {
-    return (const uint8_t *)w->p16 + (size_t)(r0 / 16) * kz_pack16_group_bytes(w->n_in);
+/* where row r0 (a multiple of 16 below n_q4_0_16x4) starts in w's packed copy */
+static const uint8_t *q16x4_rows(const kz_wmat *w, int64_t r0) {
+    return (const uint8_t *)w->q4_0_16x4 + (size_t)(r0 / 16) * kz_q4_0_16x4_group_bytes(w->n_in);
 }
 
 /* One kernel call on rows [r0, r0 + nr) x tokens [t0, t0 + nt): the packed kernel for rows
- * below w->n_p16 (whole 16-row groups), the row kernel on w->data otherwise. */
+ * below w->n_q4_0_16x4 (whole 16-row groups), the row kernel on w->data otherwise. */
 static void dot_block(const mm_task *t, int packed, int64_t r0, int64_t nr, int t0, int nt) {
     const kz_wmat *w = t->w;
     const uint8_t *a = t->act + (size_t)t0 * t->act_rb;
     float *y = t->y + (int64_t)t0 * t->ldy + r0;
     if (packed && t->aux)
-        t->gv.gemv(w->n_in, p16_rows(w, r0), nr, a, t->aux, y);
+        t->gv.gemv(w->n_in, q16x4_rows(w, r0), nr, a, t->aux, y);
     else if (packed)
-        t->p16(w->n_in, p16_rows(w, r0), nr, a, t->act_rb, nt, y, t->ldy);
+        t->gemm16(w->n_in, q16x4_rows(w, r0), nr, a, t->act_rb, nt, y, t->ldy);
     else
         t->wt->gemm(w->n_in, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, a, t->act_rb,
                     nt, y, t->ldy);
@@ -123,11 +124,11 @@ static void dot_rows(const mm_task *t, int packed, int64_t r_lo, int64_t r_hi) {
     }
 }
 
-/* rows [r_lo, r_hi) of one matrix: packed rows (below n_p16) with the packed kernel */
+/* rows [r_lo, r_hi) of one matrix: packed rows (below n_q4_0_16x4) with the packed kernel */
 static void dot_range(const mm_task *t, int64_t r_lo, int64_t r_hi) {
     if (r_lo >= r_hi) return;
-    if (t->p16 && r_lo < t->w->n_p16) {
-        const int64_t e = r_hi < t->w->n_p16 ? r_hi : t->w->n_p16;
+    if (t->gemm16 && r_lo < t->w->n_q4_0_16x4) {
+        const int64_t e = r_hi < t->w->n_q4_0_16x4 ? r_hi : t->w->n_q4_0_16x4;
         dot_rows(t, 1, r_lo, e);
         r_lo = e;
     }
@@ -178,13 +179,13 @@ static uint64_t argmax_key(float v, int64_t i) {
 }
 
 /* packed rows go in 16-row groups, so a split unit never straddles a group; in the units the
- * one-token GEMV asks for (kz_p16_gemv: two groups where it streams them side by side, so a call
+ * one-token GEMV asks for (kz_gemv_q4_0_16x4: two groups where it streams them side by side, so a call
  * holds whole pairs; the last unit of an odd group count is one group). Xeon host of 2026-12-05,
  * `kazeia bench --matmuls 40` rounds alternating with 16-row units in one process (a scratch
- * switch, as in quant_x86.c's ZR_PF_PAIR note): 4B +0.45 points median, 0.8B +0.76 (14 of 20
+ * switch, as in quant_x86.c's LANE_PF_PAIR note): 4B +0.45 points median, 0.8B +0.76 (14 of 20
  * rounds ahead each). */
 static int64_t unit_rows(const mm_task *t) {
-    if (!t->p16) return MM_ROW_UNIT;
+    if (!t->gemm16) return MM_ROW_UNIT;
     return t->gv.gemv ? t->gv.unit_rows : 16;
 }
 
@@ -242,9 +243,9 @@ static void pre_prefetch(mm_multi *mt, int ith) {
             if (c < mt->ccum[i] || c >= mt->ccum[i + 1]) continue;
             const mm_task *t = &mt->t[i];
             const int64_t r = (c - mt->ccum[i]) * mt->cu[i] * mt->unit[i];
-            if (t->p16 && r < t->w->n_p16) {
-                p = (const char *)p16_rows(t->w, r);
-                end = (const char *)p16_rows(t->w, t->w->n_p16);
+            if (t->gemm16 && r < t->w->n_q4_0_16x4) {
+                p = (const char *)q16x4_rows(t->w, r);
+                end = (const char *)q16x4_rows(t->w, t->w->n_q4_0_16x4);
             } else {
                 p = (const char *)t->w->data + (size_t)r * t->w->row_bytes;
                 end = (const char *)t->w->data + (size_t)t->w->n_out * t->w->row_bytes;
@@ -336,28 +337,18 @@ static void conv_multi_task(void *arg, int ith, int nth) {
         if (mt->t[i].n_chunk) conv_task((void *)&mt->t[i], ith, nth);
 }
 
-void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy,
-               void *work) {
-    kz_matmul_abortable(pool, w, x, n_tok, y, ldy, work, NULL);
-}
-
-void kz_matmul_abortable(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y,
-                         int64_t ldy, void *work, const atomic_int *abort) {
-    kz_matmul_multi(pool, &w, 1, x, n_tok, &y, &ldy, work, abort);
-}
-
 /* b can read the X that a's conversion made (F32 weights read X itself: nothing to share) */
 static int shares_act(const kz_wmat *a, const kz_wmat *b) {
     return a->type != KZ_T_F32 && b->type != KZ_T_F32 && kz_act_type(a->type) == kz_act_type(b->type) &&
            a->n_in == b->n_in;
 }
 
-size_t kz_matmul_multi_work_bytes(const kz_wmat *const *w, int nw, int n_tok) {
+size_t kz_matmul_work_bytes(const kz_mm *mm) {
     size_t sum = 0;
-    for (int i = 0; i < nw; i++) {
+    for (int i = 0; i < mm->nw && i < KZ_MM_MAX; i++) {
         int seen = 0;
-        for (int j = 0; j < i && !seen; j++) seen = shares_act(w[j], w[i]);
-        if (!seen) sum += kz_matmul_work_bytes(w[i], n_tok);
+        for (int j = 0; j < i && !seen; j++) seen = shares_act(mm->w[j], mm->w[i]);
+        if (!seen) sum += act_bytes(mm->w[i], mm->n_tok);
     }
     return sum;
 }
@@ -377,8 +368,8 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
     const int nth = kz_pool_size(pool);
     uint8_t *wp = work;
     int n_conv = 0;
-    const kz_gemm_p16_fn p16 = kz_gemm_p16_get();
-    const kz_p16_gemv gv = n_tok == 1 ? kz_p16_gemv_get_isa((int)kz_isa_active()) : (kz_p16_gemv){NULL, NULL, 16};
+    const kz_gemm_q4_0_16x4_fn gemm16 = kz_gemm_q4_0_16x4_get();
+    const kz_gemv_q4_0_16x4 gv = n_tok == 1 ? kz_gemv_q4_0_16x4_get_isa((int)kz_isa_active()) : (kz_gemv_q4_0_16x4){NULL, NULL, 16};
     for (int i = 0; i < nw; i++) {
         const kz_wmat *wi = w[i];
         const kz_qtraits *wt = kz_qtraits_get(wi->type);
@@ -390,11 +381,11 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
         }
         mm_task *t = &mt.t[mt.n];
         *t = (mm_task){.wt = wt, .at = kz_qtraits_get(wt->act_type), .w = wi, .x = x, .x2 = x2, .n_tok = n_tok,
-                       .abort = abort, .y = y[i], .ldy = ldy[i], .p16 = wi->p16 && wi->n_p16 > 0 ? p16 : NULL,
+                       .abort = abort, .y = y[i], .ldy = ldy[i], .gemm16 = wi->q4_0_16x4 && wi->n_q4_0_16x4 > 0 ? gemm16 : NULL,
                        .rb = MM_RB, .gv = gv};
 #if defined(__x86_64__)
         /* the x86 level with a packed kernel also runs plain Q4_0 rows lane-per-row */
-        if (wi->type == KZ_T_Q4_0 && p16) t->rb = MM_RB_LANE;
+        if (wi->type == KZ_T_Q4_0 && gemm16) t->rb = MM_RB_LANE;
 #endif
         if (wi->type == KZ_T_F32) {
             t->act = (const uint8_t *)x;
@@ -414,9 +405,9 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
                 n_conv++;
                 if (aux_bytes(wi, n_tok)) /* room for the terms; filled if a packed matrix reads them */
                     t->aux_room = (int32_t *)(((uintptr_t)(wp + (size_t)n_tok * t->act_rb) + 63) & ~(uintptr_t)63);
-                wp += kz_matmul_work_bytes(wi, n_tok);
+                wp += act_bytes(wi, n_tok);
             }
-            if (gv.gemv && t->p16) { /* the packed GEMV reads the terms of the converted row */
+            if (gv.gemv && t->gemm16) { /* the packed GEMV reads the terms of the converted row */
                 mm_task *c = conv >= 0 ? &mt.t[conv] : t;
                 c->aux_need = 1;
                 t->aux = c->aux_room;
@@ -474,30 +465,23 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
     return best ? (int64_t)(UINT32_MAX - (uint32_t)best) : 0;
 }
 
-void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, int n_tok, float *const *y,
-                     const int64_t *ldy, void *work, const atomic_int *abort) {
-    matmul_multi(pool, w, nw, x, NULL, n_tok, y, ldy, work, abort, 0, NULL);
-}
-
-void kz_matmul_multi_pre(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, float *const *y,
-                         void *work, const kz_mm_pre *pre) {
+void kz_matmul(kz_pool *pool, const kz_mm *mm) {
     int64_t ldy[KZ_MM_MAX];
-    for (int i = 0; i < nw && i < KZ_MM_MAX; i++) ldy[i] = w[i]->n_out;
-    matmul_multi(pool, w, nw, x, NULL, 1, y, ldy, work, NULL, 0, pre);
-}
-
-int64_t kz_matmul_argmax(kz_pool *pool, const kz_wmat *w, const float *x, float *y, void *work,
-                         const kz_mm_pre *pre) {
-    const int64_t ldy = w->n_out;
-    return matmul_multi(pool, &w, 1, x, NULL, 1, &y, &ldy, work, NULL, 1, pre);
-}
-
-void kz_matmul_swiglu(kz_pool *pool, const kz_wmat *w, float *g, const float *u, float *y, void *work) {
-    const int64_t ldy = w->n_out;
-    if (w->type == KZ_T_F32) { /* reads X as floats: no conversion to fold the SwiGLU into */
-        kz_swiglu(g, u, (int)w->n_in);
-        matmul_multi(pool, &w, 1, g, NULL, 1, &y, &ldy, work, NULL, 0, NULL);
-        return;
+    for (int i = 0; i < mm->nw && i < KZ_MM_MAX; i++) ldy[i] = mm->ldy[i] ? mm->ldy[i] : mm->w[i]->n_out;
+    const int argmax = mm->argmax && mm->nw == 1 && mm->n_tok == 1;
+    const float *x = mm->x, *x2 = NULL;
+    if (mm->swiglu.gate && mm->nw > 0) {
+        int f32 = 0;
+        for (int i = 0; i < mm->nw && i < KZ_MM_MAX; i++) f32 |= mm->w[i]->type == KZ_T_F32;
+        x = mm->swiglu.gate;
+        if (f32) /* an F32 weight reads X as floats: no quantisation to fold the SwiGLU into */
+            for (int t = 0; t < mm->n_tok; t++)
+                kz_swiglu(mm->swiglu.gate + (size_t)t * mm->w[0]->n_in, mm->swiglu.up + (size_t)t * mm->w[0]->n_in,
+                          (int)mm->w[0]->n_in);
+        else
+            x2 = mm->swiglu.up;
     }
-    matmul_multi(pool, &w, 1, g, u, 1, &y, &ldy, work, NULL, 0, NULL);
+    const int64_t best = matmul_multi(pool, mm->w, mm->nw, x, x2, mm->n_tok, mm->y, ldy, mm->work, mm->abort,
+                                      argmax, mm->pre);
+    if (mm->argmax) *mm->argmax = argmax ? best : 0;
 }

@@ -6,7 +6,7 @@
  * table, and one table per SIMD level (kernels in quant_x86.c / quant_arm*.c, see
  * quant_isa.h). kz_qtraits_get_isa() is the single dispatch point; kz_qtraits_get() uses the
  * level chosen once per process by cpu.c. The scalar tables stay as the reference. */
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 
 #include <math.h>
 #include <string.h>
@@ -319,7 +319,7 @@ const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type) {
 
 const kz_qtraits *kz_qtraits_get(uint32_t type) { return kz_qtraits_get_isa((int)kz_isa_active(), type); }
 
-void kz_pack16_q4_0(const void *w, size_t ws, int64_t n_rows, int64_t n, void *dst) {
+void kz_repack_q4_0_16x4(const void *w, size_t ws, int64_t n_rows, int64_t n, void *dst) {
     const int64_t nb = n / QK;
     uint8_t *d = dst;
     for (int64_t g = 0; g < n_rows / 16; g++)
@@ -331,9 +331,9 @@ void kz_pack16_q4_0(const void *w, size_t ws, int64_t n_rows, int64_t n, void *d
             }
 }
 
-kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa) {
+kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get_isa(int isa) {
 #if defined(__x86_64__)
-    /* The decode GEMV's software prefetch (quant_x86.c: ZR_PF into L1, ZR_PF2 into L2), a speed
+    /* The decode GEMV's software prefetch (quant_x86.c: LANE_PF into L1, LANE_PF2 into L2), a speed
      * choice only (same bits): on the AMD Zen 4 host of 2026-12-04 one thread's GEMV over 1 GB of
      * packed rows ran 25-29 GB/s with the 2 KiB one against 30-34 without (6 interleaved rounds),
      * the 4B decode at -t 1 9.15 vs 9.89 t/s (mean of 8 interleaved pairs), equal medians at -t 2;
@@ -341,25 +341,27 @@ kz_gemm_p16_fn kz_gemm_p16_get_isa(int isa) {
      * at 96-99 % of the read samples, 65 % without any prefetch) it is needed. So it is off on
      * AMD only. */
     if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512))
-        return kz_cpu_features_get()->amd ? kz_avx512_gemm_q4_0_p16_nopf : kz_avx512_gemm_q4_0_p16;
+        return kz_cpu_features_get()->amd ? kz_avx512_gemm_q4_0_16x4_nopf : kz_avx512_gemm_q4_0_16x4;
 #endif
 #if defined(__aarch64__)
-    if (isa == KZ_ISA_DOTPROD && kz_isa_available(KZ_ISA_DOTPROD)) return kz_dotprod_gemm_q4_0_p16;
-    if (isa == KZ_ISA_I8MM && kz_isa_available(KZ_ISA_I8MM)) return kz_i8mm_gemm_q4_0_p16;
+    if (isa == KZ_ISA_DOTPROD && kz_isa_available(KZ_ISA_DOTPROD)) return kz_dotprod_gemm_q4_0_16x4;
+    if (isa == KZ_ISA_I8MM && kz_isa_available(KZ_ISA_I8MM)) return kz_i8mm_gemm_q4_0_16x4;
 #endif
     (void)isa;
     return NULL;
 }
 
-kz_gemm_p16_fn kz_gemm_p16_get(void) { return kz_gemm_p16_get_isa((int)kz_isa_active()); }
+kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get(void) { return kz_gemm_q4_0_16x4_get_isa((int)kz_isa_active()); }
 
-kz_p16_gemv kz_p16_gemv_get_isa(int isa) {
-    kz_p16_gemv g = {NULL, NULL, 16};
+int kz_q4_0_16x4_supported(void) { return kz_gemm_q4_0_16x4_get() != NULL; }
+
+kz_gemv_q4_0_16x4 kz_gemv_q4_0_16x4_get_isa(int isa) {
+    kz_gemv_q4_0_16x4 g = {NULL, NULL, 16};
 #if defined(__x86_64__)
     if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512)) { /* the prefetch choice as above */
         const int amd = kz_cpu_features_get()->amd;
         g.prep = kz_avx512_q8_0_corr;
-        g.gemv = amd ? kz_avx512_gemv_q4_0_p16_nopf : kz_avx512_gemv_q4_0_p16;
+        g.gemv = amd ? kz_avx512_gemv_q4_0_16x4_nopf : kz_avx512_gemv_q4_0_16x4;
         g.unit_rows = amd ? 16 : 32; /* the prefetching GEMV pairs its groups (quant_x86.c) */
     }
 #endif

@@ -26,16 +26,16 @@ KZ_ISA_GEMM(avx2, f32) KZ_ISA_GEMM(avx2, f16) KZ_ISA_GEMM(avx2, bf16) KZ_ISA_GEM
 KZ_ISA_QUANT(avx512, q8_0)
 KZ_ISA_DOT(avx512, q8_0) KZ_ISA_DOT(avx512, q4_0)
 KZ_ISA_GEMM(avx512, q8_0) KZ_ISA_GEMM(avx512, q4_0)
-void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
+void kz_avx512_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
                              int64_t n_tok, float *y, int64_t ldy);
 /* the same without the decode GEMV's software prefetch (same bits; chosen on AMD, see quant.c) */
-void kz_avx512_gemm_q4_0_p16_nopf(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
+void kz_avx512_gemm_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
                                   int64_t n_tok, float *y, int64_t ldy);
-/* the one-token GEMV of those two with the activation's block corrections given (kz_p16_gemv) */
+/* the one-token GEMV of those two with the activation's block corrections given (kz_gemv_q4_0_16x4) */
 void kz_avx512_q8_0_corr(const void *act, int64_t n, int32_t *corr);
-void kz_avx512_gemv_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const void *act, const int32_t *corr,
+void kz_avx512_gemv_q4_0_16x4(int64_t n, const void *pk, int64_t n_rows, const void *act, const int32_t *corr,
                              float *y);
-void kz_avx512_gemv_q4_0_p16_nopf(int64_t n, const void *pk, int64_t n_rows, const void *act,
+void kz_avx512_gemv_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t n_rows, const void *act,
                                   const int32_t *corr, float *y);
 #endif
 
@@ -51,11 +51,11 @@ KZ_ISA_GEMM(dotprod, q8_0) KZ_ISA_GEMM(dotprod, q4_0)
 /* quant_arm_i8mm.c (built with +dotprod+i8mm): SMMLA 2x2 tiles for the GEMM; GEMV and
  * leftovers go to the dotprod kernels */
 KZ_ISA_GEMM(i8mm, q8_0) KZ_ISA_GEMM(i8mm, q4_0)
-/* quant_arm_p16_dot.c (+dotprod): Q4_0 gemm over rows packed by kz_pack16_q4_0 (kz_gemm_p16_fn) */
-void kz_dotprod_gemm_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
+/* quant_arm_p16_dot.c (+dotprod): Q4_0 gemm over rows packed by kz_repack_q4_0_16x4 (kz_gemm_q4_0_16x4_fn) */
+void kz_dotprod_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
                               int64_t n_tok, float *y, int64_t ldy);
 /* quant_arm_p16_i8mm.c (+i8mm): the same with an SMMLA prefill (n_tok >= 2); decode = dotprod's */
-void kz_i8mm_gemm_q4_0_p16(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
+void kz_i8mm_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
                            int64_t n_tok, float *y, int64_t ldy);
 #endif
 #endif

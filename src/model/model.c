@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "sys/fp16.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "model/model.h"
 #include "sys/threadpool.h"
 #include "model/types.h"
@@ -435,13 +435,13 @@ static void pack_fn(void *arg, int ith, int nth) {
     long lo, hi;
     kz_split((long)(t->w->n_out / 16), ith, nth, &lo, &hi);
     if (hi > lo)
-        kz_pack16_q4_0((const uint8_t *)t->w->data + (size_t)lo * 16 * t->w->row_bytes, t->w->row_bytes,
-                       (int64_t)(hi - lo) * 16, t->w->n_in, t->dst + (size_t)lo * kz_pack16_group_bytes(t->w->n_in));
+        kz_repack_q4_0_16x4((const uint8_t *)t->w->data + (size_t)lo * 16 * t->w->row_bytes, t->w->row_bytes,
+                            (int64_t)(hi - lo) * 16, t->w->n_in, t->dst + (size_t)lo * kz_q4_0_16x4_group_bytes(t->w->n_in));
 }
 
 /* 0 on success or when this CPU has no packed kernel (nothing done); -1 out of memory */
 static int pack_weights(kz_model *m, int n_threads) {
-    if (!kz_gemm_p16_get()) return 0;
+    if (!kz_q4_0_16x4_supported()) return 0;
     /* weights in caller-owned memory cannot be released after the copy: packing them would
      * double the resident weights, so they stay as they are (zero-copy) */
     if (!m->gguf || !m->gguf->owns_map) return 0;
@@ -450,7 +450,7 @@ static int pack_weights(kz_model *m, int n_threads) {
     if (!list) return -1;
     const int n = pack_list(m, list, cap);
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += (size_t)(list[i]->n_out / 16) * kz_pack16_group_bytes(list[i]->n_in);
+    for (int i = 0; i < n; i++) total += (size_t)(list[i]->n_out / 16) * kz_q4_0_16x4_group_bytes(list[i]->n_in);
     m->p16_bytes = total;
     if (total == 0) { free(list); return 0; }
     void *buf = NULL;
@@ -468,12 +468,12 @@ static int pack_weights(kz_model *m, int n_threads) {
     for (int i = 0; i < n; i++) {
         kz_wmat *w = list[i];
         const int64_t nr = w->n_out - w->n_out % 16;
-        const size_t bytes = (size_t)(nr / 16) * kz_pack16_group_bytes(w->n_in);
+        const size_t bytes = (size_t)(nr / 16) * kz_q4_0_16x4_group_bytes(w->n_in);
         pack_task pt = {w, d};
         if (pool) kz_pool_run(pool, pack_fn, &pt);
         else pack_fn(&pt, 0, 1);
-        w->p16 = d;
-        w->n_p16 = nr;
+        w->q4_0_16x4 = d;
+        w->n_q4_0_16x4 = nr;
         d += bytes;
         if (release) {
             /* drop the file pages just copied (whole pages only), matrix by matrix so the

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include "kazeia.h"
 #include "model/gguf.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "text/tokenizer.h"
 #include "sys/threadpool.h"
 #include "nn/attention.h"

@@ -1,4 +1,4 @@
-/* AArch64 SDOT (FEAT_DotProd) gemm over the 16-row packed Q4_0 layout (kz_pack16_q4_0), the
+/* AArch64 SDOT (FEAT_DotProd) gemm over the 16-row packed Q4_0 layout (kz_repack_q4_0_16x4), the
  * kernel of the dotprod and i8mm levels for repacked weights. Lane = weight row: dword j of 4
  * consecutive rows is one 16-byte load (rows' nibbles of elements 4j..4j+3 low, 16+4j.. high),
  * and vdotq_laneq_s32 with lane j of the activation's 16 low (high) bytes adds each row's
@@ -40,14 +40,14 @@
     } while (0)
 
 /* one activation row against nr (a multiple of 16) packed rows */
-static void p16_gemv(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
+static void q16x4_gemv(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
     const uint8x16_t m = vdupq_n_u8(15);
     int32_t corr[P16_CH];
     float dact[P16_CH];
     for (int64_t b0 = 0; b0 < nb; b0 += P16_CH) {
         const int nbc = nb - b0 < P16_CH ? (int)(nb - b0) : P16_CH;
         for (int b = 0; b < nbc; b++) {
-            corr[b] = p16_corr(a + (size_t)(b0 + b) * 34);
+            corr[b] = q16x4_corr(a + (size_t)(b0 + b) * 34);
             dact[b] = kz_fp16_to_f32(ld16(a + (size_t)(b0 + b) * 34));
         }
         for (int64_t g = 0; g < nr / 16; g++) {
@@ -69,7 +69,7 @@ static void p16_gemv(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a
                 GV_DW(2);
                 GV_DW(3);
                 float32x4_t dw[4];
-                p16_dw(p, dw);
+                q16x4_dw(p, dw);
                 KZ_UNROLL(4)
                 for (int k = 0; k < 4; k++)
                     acc[k] = vaddq_f32(acc[k], vmulq_f32(vcvtq_f32_s32(s[k]), vmulq_n_f32(dw[k], dact[b])));
@@ -96,7 +96,7 @@ static void p16_gemv(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a
 /* 8 rows (p: the first block, already offset to the half-group) x 4 tokens over nbc blocks;
  * acc[2 t + k] = rows 4k..4k+3 of token t. corr/dact: [b * P16_TG + t], t from the tile's
  * first token. */
-static __attribute__((noinline)) void p16_tile8x4(int nbc, const uint8_t *p, const uint8_t *dwp, const uint8_t *const ap[4],
+static __attribute__((noinline)) void q16x4_tile8x4(int nbc, const uint8_t *p, const uint8_t *dwp, const uint8_t *const ap[4],
                         const int32_t *corr, const float *dact, float32x4_t acc[8]) {
     const uint8x16_t m = vdupq_n_u8(15);
     /* accumulators as locals (an array reached through the pointer is kept in memory) */
@@ -143,28 +143,28 @@ static __attribute__((noinline)) void p16_tile8x4(int nbc, const uint8_t *p, con
     acc[7] = c7;
 }
 
-/* one tile for p16_prefill: partial sums in and out as 8 rows per token (lane = row) */
-static void p16_tile(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4], const int32_t *corr,
+/* one tile for q16x4_prefill: partial sums in and out as 8 rows per token (lane = row) */
+static void q16x4_tile(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4], const int32_t *corr,
                      const float *dact, float *const yp[4], int tv, int resume) {
     float32x4_t acc[8];
     for (int t = 0; t < 4; t++) {
         acc[2 * t] = resume ? vld1q_f32(yp[t]) : vdupq_n_f32(0.0f);
         acc[2 * t + 1] = resume ? vld1q_f32(yp[t] + 4) : vdupq_n_f32(0.0f);
     }
-    p16_tile8x4(nbc, w, dw, ap, corr, dact, acc);
+    q16x4_tile8x4(nbc, w, dw, ap, corr, dact, acc);
     for (int t = 0; t < tv; t++) {
         vst1q_f32(yp[t], acc[2 * t]);
         vst1q_f32(yp[t] + 4, acc[2 * t + 1]);
     }
 }
 
-void kz_dotprod_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
+void kz_dotprod_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
                               int64_t ldy) {
     if (nt >= 2) {
-        p16_prefill(n, pk, nr, a, as, nt, y, ldy, p16_tile);
+        q16x4_prefill(n, pk, nr, a, as, nt, y, ldy, q16x4_tile);
         return;
     }
-    if (nt == 1) p16_gemv(n / 32, pk, nr, a, y);
+    if (nt == 1) q16x4_gemv(n / 32, pk, nr, a, y);
 }
 
 #else

@@ -1,4 +1,4 @@
-/* AArch64 SMMLA (FEAT_I8MM) prefill over the 16-row packed Q4_0 layout (kz_pack16_q4_0), the
+/* AArch64 SMMLA (FEAT_I8MM) prefill over the 16-row packed Q4_0 layout (kz_repack_q4_0_16x4), the
  * packed kernel of the i8mm level; decode (1 token) is the SDOT one (quant_arm_p16_dot.c).
  * Register tile 8 rows x 4 tokens as 4 row pairs x 2 token pairs, each a 2x2 SMMLA result
  * (lanes (r0,t0) (r0,t1) (r1,t0) (r1,t1)). Operands come straight from the packed dwords:
@@ -103,7 +103,7 @@ static __attribute__((noinline)) void mm_tile8x4(int nbc, const uint8_t *p, cons
     acc[7] = c7;
 }
 
-/* one tile for p16_prefill: the SMMLA accumulators hold 2 rows x 2 tokens each, so the partial
+/* one tile for q16x4_prefill: the SMMLA accumulators hold 2 rows x 2 tokens each, so the partial
  * sums are regrouped with zips when read from y and unzipped into per-token rows when written */
 static void mm_tile(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4], const int32_t *corr,
                     const float *dact, float *const yp[4], int tv, int resume) {
@@ -125,13 +125,13 @@ static void mm_tile(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t 
         }
 }
 
-void kz_i8mm_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
+void kz_i8mm_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
                            int64_t ldy) {
     if (nt >= 2) {
-        p16_prefill(n, pk, nr, a, as, nt, y, ldy, mm_tile); /* the SDOT kernel's loop, SMMLA tiles */
+        q16x4_prefill(n, pk, nr, a, as, nt, y, ldy, mm_tile); /* the SDOT kernel's loop, SMMLA tiles */
         return;
     }
-    kz_dotprod_gemm_q4_0_p16(n, pk, nr, a, as, nt, y, ldy); /* decode: lane = row SDOT GEMV */
+    kz_dotprod_gemm_q4_0_16x4(n, pk, nr, a, as, nt, y, ldy); /* decode: lane = row SDOT GEMV */
 }
 
 #else

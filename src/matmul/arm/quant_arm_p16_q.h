@@ -1,4 +1,4 @@
-/* Helpers shared by the AArch64 kernels over the 16-row packed Q4_0 layout (kz_pack16_q4_0):
+/* Helpers shared by the AArch64 kernels over the 16-row packed Q4_0 layout (kz_repack_q4_0_16x4):
  * quant_arm_p16_dot.c (SDOT, lane = weight row) and quant_arm_p16_i8mm.c (SMMLA prefill).
  *
  * Weights are used as unsigned nibbles u (0..15, a valid int8): sum((u - 8) * a) = sum(u * a)
@@ -19,13 +19,13 @@
 #define P16_TG 64  /* tokens per correction group (stride of the per-block token arrays) */
 
 /* -8 * sum of the 32 activation int8 of a Q8_0 block */
-KZ_INL int32_t p16_corr(const uint8_t *ab) {
+KZ_INL int32_t q16x4_corr(const uint8_t *ab) {
     const int16x8_t s = vpaddlq_s8(vld1q_s8((const int8_t *)(ab + 2)));
     return -8 * vaddlvq_s16(vpadalq_s8(s, vld1q_s8((const int8_t *)(ab + 18))));
 }
 
 /* the 16 rows' fp16 scales of a packed block as 4 x 4 floats (exact conversion) */
-KZ_INL void p16_dw(const uint8_t *p, float32x4_t dw[4]) {
+KZ_INL void q16x4_dw(const uint8_t *p, float32x4_t dw[4]) {
     const float16x8_t h0 = vreinterpretq_f16_u8(vld1q_u8(p + 256)), h1 = vreinterpretq_f16_u8(vld1q_u8(p + 272));
     dw[0] = vcvt_f32_f16(vget_low_f16(h0));
     dw[1] = vcvt_high_f32_f16(h0);
@@ -36,11 +36,11 @@ KZ_INL void p16_dw(const uint8_t *p, float32x4_t dw[4]) {
 /* corrections and activation scales of tokens [0, ntp) x blocks [b0, b0 + nbc) of the
  * activation rows a (stride as), stored at [b * P16_TG + t]; tokens from nt on (padding up to
  * a whole tile) repeat the last real token */
-KZ_INL void p16_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, int nbc, int32_t *corr, float *dact) {
+KZ_INL void q16x4_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, int nbc, int32_t *corr, float *dact) {
     for (int t = 0; t < ntp; t++) {
         const uint8_t *at = a + (size_t)(t < nt ? t : nt - 1) * as + (size_t)b0 * 34;
         for (int b = 0; b < nbc; b++) {
-            corr[b * P16_TG + t] = p16_corr(at + (size_t)b * 34);
+            corr[b * P16_TG + t] = q16x4_corr(at + (size_t)b * 34);
             dact[b * P16_TG + t] = kz_fp16_to_f32(ld16(at + (size_t)b * 34));
         }
     }
@@ -50,14 +50,14 @@ KZ_INL void p16_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, i
  * column, dw = its 8 fp16 scales, ap[t] = token t's activation blocks, corr / dact = the chunk's
  * per-(block, token) terms at [b * P16_TG + t]; reads the partial sums of the tile's rows from
  * yp[t] when `resume` (later chunks), writes those of the tv real tokens back. */
-typedef void (*p16_tile_fn)(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4],
+typedef void (*q16x4_tile_fn)(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4],
                             const int32_t *corr, const float *dact, float *const yp[4], int tv, int resume);
 
 /* The prefill loop of both packed kernels (n_tok >= 2): per group of up to P16_TG tokens and
  * chunk of P16_CH blocks the corrections, then every 8-row half group x 4-token tile; partial
  * sums go through y between chunks (an exact float round trip). Inlined with a constant tile. */
-KZ_INL void p16_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t *a, size_t as, int64_t nt, float *y,
-                        int64_t ldy, p16_tile_fn tile) {
+KZ_INL void q16x4_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t *a, size_t as, int64_t nt, float *y,
+                        int64_t ldy, q16x4_tile_fn tile) {
     const int64_t nb = n / 32;
     int32_t corr[P16_CH * P16_TG];
     float dact[P16_CH * P16_TG];
@@ -67,7 +67,7 @@ KZ_INL void p16_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t 
         const uint8_t *ag = a + (size_t)tg * as;
         for (int64_t b0 = 0; b0 < nb; b0 += P16_CH) {
             const int nbc = nb - b0 < P16_CH ? (int)(nb - b0) : P16_CH;
-            p16_prep(ag, as, ntg, ntp, b0, nbc, corr, dact);
+            q16x4_prep(ag, as, ntg, ntp, b0, nbc, corr, dact);
             for (int64_t r0 = 0; r0 < nr; r0 += 8) {
                 const int h = (int)(r0 % 16) / 8;
                 const uint8_t *pg = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * P16_BB;

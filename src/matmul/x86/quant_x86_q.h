@@ -207,7 +207,7 @@ QX_TGT void QX_EXPORT(gemm_q4_0)(int64_t n, const void *w, size_t ws, int64_t nr
                                  int64_t nt, float *y, int64_t ldy) {
 #if QX_VNNI
     if (nt >= 8) {
-        zr_gemm_q4_0(n, w, ws, nr, a, as, nt, y, ldy, NULL);
+        lane_gemm_q4_0(n, w, ws, nr, a, as, nt, y, ldy, NULL);
         return;
     }
 #endif
