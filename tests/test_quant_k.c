@@ -18,6 +18,7 @@
 #include "kt.h"
 #include "matmul/matmul.h"
 #include "matmul/ref/quant_act.h"
+#include "matmul/ref/ref.h"
 #include "sys/threadpool.h"
 #include "model/types.h"
 
@@ -71,7 +72,7 @@ static void make_acts(int64_t n, int nt, uint8_t *a, unsigned long long *s) {
     float *x = malloc(sizeof(float) * n);
     for (int k = 0; k < nt; k++) {
         kt_fill_row(x, n, s);
-        kz_quant_q8_K(x, a + (size_t)k * (n / 256) * KZ_Q8_K_BYTES, n);
+        kz_ref_quant_q8_K(x, a + (size_t)k * (n / 256) * KZ_Q8_K_BYTES, n);
     }
     free(x);
 }

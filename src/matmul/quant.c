@@ -1,12 +1,9 @@
 /* Scalar reference kernels for the weight types the engine computes with (F32, F16, BF16,
  * Q8_0, Q4_0): dequantize, reference quantize (bit-exact with llama-quantize / gguf-py),
- * activation conversion and row dot products.
- *
- * Layout: one scalar reference function per (kernel, type), gathered in a per-type traits
- * table, and one table per SIMD level (kernels in quant_x86.c / quant_arm*.c, see
- * quant_isa.h). kz_qtraits_get_isa() is the single dispatch point; kz_qtraits_get() uses the
- * level chosen once per process by cpu.c. The scalar tables stay as the reference. */
+ * row dot products; the row API of quant.h over the kernel table (traits.c), and the
+ * q4_0_16x4 repack. */
 #include "matmul/matmul.h"
+#include "matmul/ref/ref.h"
 
 #include <math.h>
 #include <string.h>
@@ -42,19 +39,19 @@ static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[
 
 /* ---------------- dequantize (scalar reference) ---------------- */
 
-static void dq_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
+void kz_ref_dequant_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
 
-static void dq_f16(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_f16(const void *src, float *dst, int64_t n) {
     const uint8_t *s = src;
     for (int64_t i = 0; i < n; i++) dst[i] = kz_fp16_to_f32(rd16(s + 2 * i));
 }
 
-static void dq_bf16(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_bf16(const void *src, float *dst, int64_t n) {
     const uint8_t *s = src;
     for (int64_t i = 0; i < n; i++) dst[i] = kz_bf16_to_f32(rd16(s + 2 * i));
 }
 
-static void dq_q8_0(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q8_0(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q8_0_BYTES) {
         float d = blk_d(b);
@@ -63,7 +60,7 @@ static void dq_q8_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_q4_0(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q4_0(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_0_BYTES) {
         float d = blk_d(b);
@@ -79,18 +76,18 @@ static void dq_q4_0(const void *src, float *dst, int64_t n) {
 
 /* ---------------- quantize (reference, what llama-quantize writes) ---------------- */
 
-static size_t q_f32(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_f32(const float *src, void *dst, int64_t n) {
     memcpy(dst, src, (size_t)n * 4);
     return (size_t)n * 4;
 }
 
-static size_t q_f16(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_f16(const float *src, void *dst, int64_t n) {
     uint8_t *d = dst;
     for (int64_t i = 0; i < n; i++) wr16(d + 2 * i, kz_f32_to_fp16(src[i]));
     return (size_t)n * 2;
 }
 
-static size_t q_bf16(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_bf16(const float *src, void *dst, int64_t n) {
     uint8_t *d = dst;
     for (int64_t i = 0; i < n; i++) wr16(d + 2 * i, kz_f32_to_bf16(src[i]));
     return (size_t)n * 2;
@@ -106,7 +103,7 @@ static inline int8_t q8_round(float v) {
     return (int8_t)r;
 }
 
-static size_t q_q8_0(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q8_0(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q8_0_BYTES) {
         const float *x = src + ib * QK;
@@ -168,14 +165,14 @@ size_t kz_quant_q4_0_ref(const float *src, void *dst, int64_t n, int fused) {
     return (size_t)(n / QK) * Q4_0_BYTES;
 }
 
-static size_t q_q4_0(const float *src, void *dst, int64_t n) { return kz_quant_q4_0_ref(src, dst, n, 0); }
+size_t kz_ref_quant_q4_0(const float *src, void *dst, int64_t n) { return kz_quant_q4_0_ref(src, dst, n, 0); }
 
 /* ---------------- row dot products (weight row x converted activation row) ---------------- */
 
 /* Float dots accumulate in double (every f32, f16 and bf16 product is exact in double): the
  * reference is then the correctly rounded dot up to ~n*2^-53, and SIMD kernels, which must sum
  * in another order, are compared against it (they sum float chunks into double). */
-static float dot_f32(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_f32(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a; /* byte access: rows need not be 4-byte aligned */
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -187,14 +184,14 @@ static float dot_f32(const void *w, const void *a, int64_t n) {
     return (float)s;
 }
 
-static float dot_f16(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_f16(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) s += (double)kz_fp16_to_f32(rd16(x + 2 * i)) * kz_fp16_to_f32(rd16(y + 2 * i));
     return (float)s;
 }
 
-static float dot_bf16(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_bf16(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) s += (double)kz_bf16_to_f32(rd16(x + 2 * i)) * kz_bf16_to_f32(rd16(y + 2 * i));
@@ -202,7 +199,7 @@ static float dot_bf16(const void *w, const void *a, int64_t n) {
 }
 
 /* Integer dot per block, scaled by d_w * d_a in float, blocks summed in float. */
-static float dot_q8_0_q8_0(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q8_0(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     for (int64_t ib = 0; ib < n / QK; ib++, x += Q8_0_BYTES, y += Q8_0_BYTES) {
@@ -214,7 +211,7 @@ static float dot_q8_0_q8_0(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-static float dot_q4_0_q8_0(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q4_0(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     for (int64_t ib = 0; ib < n / QK; ib++, x += Q4_0_BYTES, y += Q8_0_BYTES) {
@@ -230,94 +227,11 @@ static float dot_q4_0_q8_0(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-KZ_SCALAR_GEMM(gemm_f32, dot_f32)
-KZ_SCALAR_GEMM(gemm_f16, dot_f16)
-KZ_SCALAR_GEMM(gemm_bf16, dot_bf16)
-KZ_SCALAR_GEMM(gemm_q8_0, dot_q8_0_q8_0)
-KZ_SCALAR_GEMM(gemm_q4_0, dot_q4_0_q8_0)
-
-/* ---------------- traits tables and the single dispatch point ---------------- */
-
-#define N_TYPES 5
-static const kz_qtraits k_scalar[N_TYPES] = {
-    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,  dot_f32,       gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          dq_f16,  q_f16,  dot_f16,       gemm_f16 },
-    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, q_bf16, dot_bf16,      gemm_bf16 },
-    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, q_q8_0, dot_q8_0_q8_0, gemm_q8_0 },
-    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0, dot_q4_0_q8_0, gemm_q4_0 },
-};
-
-/* SIMD tables: dequantize (but F16's: the KV cache rows attention reads) and the Q4_0 weight
- * quantizer stay scalar (not on a hot path) */
-#if defined(__x86_64__)
-static const kz_qtraits k_avx2[N_TYPES] = {
-    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_avx2_dot_f32,  kz_avx2_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_avx2_dequant_f16, kz_avx2_quant_f16,  kz_avx2_dot_f16,  kz_avx2_gemm_f16 },
-    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_avx2_quant_bf16, kz_avx2_dot_bf16, kz_avx2_gemm_bf16 },
-    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_avx2_quant_q8_0, kz_avx2_dot_q8_0, kz_avx2_gemm_q8_0 },
-    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_avx2_dot_q4_0, kz_avx2_gemm_q4_0 },
-};
-static const kz_qtraits k_avx512[N_TYPES] = {
-    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_avx2_dot_f32,    kz_avx2_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_avx2_dequant_f16, kz_avx2_quant_f16,  kz_avx2_dot_f16,    kz_avx2_gemm_f16 },
-    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_avx2_quant_bf16, kz_avx2_dot_bf16,   kz_avx2_gemm_bf16 },
-    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_avx512_quant_q8_0, kz_avx512_dot_q8_0, kz_avx512_gemm_q8_0 },
-    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_avx512_dot_q4_0, kz_avx512_gemm_q4_0 },
-};
-#endif
-#if defined(__aarch64__)
-static const kz_qtraits k_neon[N_TYPES] = {
-    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_neon_dot_f32,  kz_neon_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_neon_dequant_f16, kz_neon_quant_f16,  kz_neon_dot_f16,  kz_neon_gemm_f16 },
-    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_neon_quant_bf16, kz_neon_dot_bf16, kz_neon_gemm_bf16 },
-    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_neon_quant_q8_0, kz_neon_dot_q8_0, kz_neon_gemm_q8_0 },
-    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_neon_dot_q4_0, kz_neon_gemm_q4_0 },
-};
-static const kz_qtraits k_dotprod[N_TYPES] = {
-    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_neon_dot_f32,     kz_neon_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_neon_dequant_f16, kz_neon_quant_f16,  kz_neon_dot_f16,     kz_neon_gemm_f16 },
-    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_neon_quant_bf16, kz_neon_dot_bf16,    kz_neon_gemm_bf16 },
-    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_neon_quant_q8_0, kz_dotprod_dot_q8_0, kz_dotprod_gemm_q8_0 },
-    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_dotprod_dot_q4_0, kz_dotprod_gemm_q4_0 },
-};
-static const kz_qtraits k_i8mm[N_TYPES] = {
-    { KZ_T_F32,  KZ_T_F32,  1,  4,          dq_f32,  q_f32,           kz_neon_dot_f32,     kz_neon_gemm_f32 },
-    { KZ_T_F16,  KZ_T_F16,  1,  2,          kz_neon_dequant_f16, kz_neon_quant_f16,  kz_neon_dot_f16,     kz_neon_gemm_f16 },
-    { KZ_T_BF16, KZ_T_BF16, 1,  2,          dq_bf16, kz_neon_quant_bf16, kz_neon_dot_bf16,    kz_neon_gemm_bf16 },
-    { KZ_T_Q8_0, KZ_T_Q8_0, QK, Q8_0_BYTES, dq_q8_0, kz_neon_quant_q8_0, kz_dotprod_dot_q8_0, kz_i8mm_gemm_q8_0 },
-    { KZ_T_Q4_0, KZ_T_Q8_0, QK, Q4_0_BYTES, dq_q4_0, q_q4_0,          kz_dotprod_dot_q4_0, kz_i8mm_gemm_q4_0 },
-};
-#endif
-
-const kz_qtraits *kz_qtraits_in(const kz_qtraits *const *levels, size_t n, int isa, uint32_t type) {
-    const kz_qtraits *tab = levels[isa] ? levels[isa] : levels[KZ_ISA_SCALAR];
-    for (size_t i = 0; i < n; i++)
-        if (tab[i].type == type) return &tab[i];
-    return NULL;
-}
-
-static const kz_qtraits *const k_levels[KZ_ISA_COUNT] = {
-    [KZ_ISA_SCALAR] = k_scalar,
-#if defined(__x86_64__)
-    [KZ_ISA_AVX2] = k_avx2, [KZ_ISA_AVX512] = k_avx512,
-#endif
-#if defined(__aarch64__)
-    [KZ_ISA_NEON] = k_neon, [KZ_ISA_DOTPROD] = k_dotprod, [KZ_ISA_I8MM] = k_i8mm,
-#endif
-};
-
-const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type) {
-    if (isa < 0 || isa >= KZ_ISA_COUNT || !kz_isa_available((kz_isa)isa)) return NULL;
-    const kz_qtraits *t = kz_qtraits_in(k_levels, N_TYPES, isa, type);
-    if (t) return t;
-    /* the other types live in their family files, each with its own per-level tables */
-    if ((t = kz_qtraits_act(isa, type)) || (t = kz_qtraits_legacy(isa, type)) ||
-        (t = kz_qtraits_kquant(isa, type)) || (t = kz_qtraits_kquant2(isa, type)))
-        return t;
-    return NULL;
-}
-
-const kz_qtraits *kz_qtraits_get(uint32_t type) { return kz_qtraits_get_isa((int)kz_isa_active(), type); }
+KZ_SCALAR_GEMM(kz_ref_gemm_f32, kz_ref_dot_f32)
+KZ_SCALAR_GEMM(kz_ref_gemm_f16, kz_ref_dot_f16)
+KZ_SCALAR_GEMM(kz_ref_gemm_bf16, kz_ref_dot_bf16)
+KZ_SCALAR_GEMM(kz_ref_gemm_q8_0, kz_ref_dot_q8_0)
+KZ_SCALAR_GEMM(kz_ref_gemm_q4_0, kz_ref_dot_q4_0)
 
 void kz_repack_q4_0_16x4(const void *w, size_t ws, int64_t n_rows, int64_t n, void *dst) {
     const int64_t nb = n / QK;
@@ -329,44 +243,6 @@ void kz_repack_q4_0_16x4(const void *w, size_t ws, int64_t n_rows, int64_t n, vo
                 for (int j = 0; j < 4; j++) memcpy(d + 64 * j + 4 * r, src + 2 + 4 * j, 4);
                 memcpy(d + 256 + 2 * r, src, 2);
             }
-}
-
-kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get_isa(int isa) {
-#if defined(__x86_64__)
-    /* The decode GEMV's software prefetch (quant_x86.c: LANE_PF into L1, LANE_PF2 into L2), a speed
-     * choice only (same bits): on the AMD Zen 4 host of 2026-12-04 one thread's GEMV over 1 GB of
-     * packed rows ran 25-29 GB/s with the 2 KiB one against 30-34 without (6 interleaved rounds),
-     * the 4B decode at -t 1 9.15 vs 9.89 t/s (mean of 8 interleaved pairs), equal medians at -t 2;
-     * on the Xeons (earlier sessions, and the one of 2026-12-04 with the two distances: products
-     * at 96-99 % of the read samples, 65 % without any prefetch) it is needed. So it is off on
-     * AMD only. */
-    if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512))
-        return kz_cpu_features_get()->amd ? kz_avx512_gemm_q4_0_16x4_nopf : kz_avx512_gemm_q4_0_16x4;
-#endif
-#if defined(__aarch64__)
-    if (isa == KZ_ISA_DOTPROD && kz_isa_available(KZ_ISA_DOTPROD)) return kz_dotprod_gemm_q4_0_16x4;
-    if (isa == KZ_ISA_I8MM && kz_isa_available(KZ_ISA_I8MM)) return kz_i8mm_gemm_q4_0_16x4;
-#endif
-    (void)isa;
-    return NULL;
-}
-
-kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get(void) { return kz_gemm_q4_0_16x4_get_isa((int)kz_isa_active()); }
-
-int kz_q4_0_16x4_supported(void) { return kz_gemm_q4_0_16x4_get() != NULL; }
-
-kz_gemv_q4_0_16x4 kz_gemv_q4_0_16x4_get_isa(int isa) {
-    kz_gemv_q4_0_16x4 g = {NULL, NULL, 16};
-#if defined(__x86_64__)
-    if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512)) { /* the prefetch choice as above */
-        const int amd = kz_cpu_features_get()->amd;
-        g.prep = kz_avx512_q8_0_corr;
-        g.gemv = amd ? kz_avx512_gemv_q4_0_16x4_nopf : kz_avx512_gemv_q4_0_16x4;
-        g.unit_rows = amd ? 16 : 32; /* the prefetching GEMV pairs its groups (quant_x86.c) */
-    }
-#endif
-    (void)isa;
-    return g;
 }
 
 /* bytes of n elements of a traits' type; 0 if n is not a whole number of blocks */

@@ -32,7 +32,9 @@ float kz_vec_dot(uint32_t wtype, const void *wrow, const void *act, int64_t n);
  * matmul results do not depend on thread count or batch size. Across ISA levels, the integer
  * types (Q8_0, Q4_0) are bit-identical to the scalar reference; the float types (F32, F16,
  * BF16) differ by summation order only (double-accumulated chunks, ~1e-7 relative).
- * kz_qtraits_get() returns the active level's entry (see cpu.h); NULL if unsupported. */
+ * The table (traits.c) is indexed [isa][type]: the scalar reference of every type, then each
+ * ISA level's overrides on the level it extends. kz_qtraits_get() returns the active level's
+ * entry (see cpu.h); NULL if unsupported. */
 typedef void (*kz_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t n_rows,
                            const void *act, size_t a_stride, int64_t n_tok, float *y, int64_t ldy);
 typedef struct {
@@ -48,7 +50,7 @@ typedef struct {
  * the Q4_0 gemm of the same level on the unpacked rows; NULL where the active level (or the
  * given one, for tests) has no such kernel: then packing does not pay and is not done. */
 typedef void (*kz_gemm_q4_0_16x4_fn)(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
-                               int64_t n_tok, float *y, int64_t ldy);
+                                     int64_t n_tok, float *y, int64_t ldy);
 kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get(void);
 kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get_isa(int isa);
 /* The one-token case of a level's q4_0_16x4 gemm split in two, where the kernel needs a per-block
@@ -67,35 +69,9 @@ typedef struct {
 kz_gemv_q4_0_16x4 kz_gemv_q4_0_16x4_get_isa(int isa);
 const kz_qtraits *kz_qtraits_get(uint32_t type);
 
-/* The scalar gemm of every type: one reference dot per element, rows outer (each weight row
- * read once). Defines static void name(...) with the kz_gemm_fn signature. */
-#define KZ_SCALAR_GEMM(name, dot)                                                                 \
-    static void name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as,   \
-                     int64_t nt, float *y, int64_t ldy) {                                         \
-        for (int64_t r = 0; r < nr; r++)                                                          \
-            for (int64_t t = 0; t < nt; t++)                                                      \
-                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * ws,                         \
-                                     (const uint8_t *)a + (size_t)t * as, n);                     \
-    }
-
-/* entry of type in a family's table for level isa: levels[isa] (NULL: the level uses the
- * levels[0] scalar table), each table holding n entries; NULL if type is not there */
-const kz_qtraits *kz_qtraits_in(const kz_qtraits *const *levels, size_t n, int isa, uint32_t type);
 /* the entry of one ISA level (an int holding a kz_isa); NULL if the type is unsupported or the
  * level is not available on this CPU/build (tests compare every level with KZ_ISA_SCALAR) */
 const kz_qtraits *kz_qtraits_get_isa(int isa, uint32_t type);
-
-/* Type families outside quant.c, each in its own files with its own per-level tables:
- *   quant_act.c     Q8_1, Q8_K (activation-only: dequant + quant, vec_dot/gemm NULL)
- *   quant_legacy*.c Q4_1, Q5_0, Q5_1, IQ4_NL
- *   quant_k*.c      Q4_K, Q5_K, Q6_K
- *   quant_k2*.c     Q2_K, Q3_K, IQ4_XS
- * Each returns its entry for (isa, type), NULL if the type is not one of its own. quant.c
- * calls them only with a level that kz_isa_available() accepted. */
-const kz_qtraits *kz_qtraits_act(int isa, uint32_t type);
-const kz_qtraits *kz_qtraits_legacy(int isa, uint32_t type);
-const kz_qtraits *kz_qtraits_kquant(int isa, uint32_t type);
-const kz_qtraits *kz_qtraits_kquant2(int isa, uint32_t type);
 
 /* Q4_0 reference quantizer with an explicit rounding mode: fused = 0 computes
  * (float)(x*id) + 8.5f with two roundings (what kz_quant_row uses; bit-identical to gguf-py and

@@ -1,4 +1,4 @@
-/* SIMD kernels per ISA level, gathered into kz_qtraits tables by quant.c (the single dispatch
+/* SIMD kernels per ISA level, gathered into the kernel table by traits.c (the single dispatch
  * point). Only the prototypes of the compiled architecture exist. Contracts:
  *  - quant_q8_0 / quant_f16 / quant_bf16: same bytes as the scalar reference quantizers.
  *  - dot_q8_0 / dot_q4_0 / gemm_*: bit-identical to the scalar reference (integer sums per

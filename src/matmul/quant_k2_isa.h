@@ -1,7 +1,7 @@
-/* SIMD kernels of the Q2_K / Q3_K / IQ4_XS family (quant_k2_x86.c), gathered into tables by
- * quant_k2.c. Contract: bit-identical to the scalar dots in quant_k2.c (same int32 sums, same
+/* SIMD kernels of the Q2_K / Q3_K / IQ4_XS family (quant_k2_x86.c), gathered into the kernel
+ * table by traits.c. Contract: bit-identical to the scalar dots in quant_k2.c (same int32 sums, same
  * float ops in the same order); activations must have Q8_K qs in [-127, 127] (what
- * kz_quant_q8_K writes: |iscale * x| <= 127), because the u8 x s8 pair products use sign(a, w). */
+ * kz_ref_quant_q8_K writes: |iscale * x| <= 127), because the u8 x s8 pair products use sign(a, w). */
 #ifndef KZ_QUANT_K2_ISA_H
 #define KZ_QUANT_K2_ISA_H
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Q4_1 / Q5_0 / Q5_1 / IQ4_NL kernels per ISA level (gathered into tables by quant_legacy.c).
+/* Q4_1 / Q5_0 / Q5_1 / IQ4_NL kernels per ISA level (gathered by traits.c).
  * Contract: every dot and gemm here is bit-identical to the scalar reference of
  * quant_legacy.c (integer sums per block, then that file's float ops in its order). */
 #ifndef KZ_QUANT_LEGACY_ISA_H

@@ -1,7 +1,7 @@
 /* K-quant weight types Q4_K, Q5_K, Q6_K (256-element super-blocks, activations Q8_K):
  * scalar reference dequantize (as gguf-py), reference quantizers (llama.cpp's
  * quantize_row_q{4,5,6}_K_ref without imatrix: make_qkx2_quants / make_qx_quants searches,
- * sequential float order, no FMA), the integer dot with Q8_K and the per-level tables.
+ * sequential float order, no FMA), and the integer dot with Q8_K.
  * The dot's exact operation order is the contract in quant_k_isa.h. */
 #include <math.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 #include "sys/cpu.h"
 #include "sys/fp16.h"
 #include "matmul/quant.h"
+#include "matmul/ref/ref.h"
 #include "matmul/quant_k_isa.h"
 #include "model/types.h"
 
@@ -38,7 +39,7 @@ static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? 
 
 /* ---------------- dequantize ---------------- */
 
-static void dq_q4_K(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q4_K(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t ib = 0; ib < n / KZK_QK; ib++, b += KZK_Q4_BYTES, dst += KZK_QK) {
         const float d = h2f(b), dmin = h2f(b + 2);
@@ -54,7 +55,7 @@ static void dq_q4_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_q5_K(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q5_K(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t ib = 0; ib < n / KZK_QK; ib++, b += KZK_Q5_BYTES, dst += KZK_QK) {
         const float d = h2f(b), dmin = h2f(b + 2);
@@ -71,7 +72,7 @@ static void dq_q5_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_q6_K(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q6_K(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t ib = 0; ib < n / KZK_QK; ib++, b += KZK_Q6_BYTES, dst += KZK_QK) {
         const uint8_t *ql = b, *qh = b + 128;
@@ -211,11 +212,11 @@ static void quant_q45_block(const float *x, uint8_t *b, int nbits) {
     }
 }
 
-static size_t q_q4_K(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q4_K(const float *src, void *dst, int64_t n) {
     for (int64_t ib = 0; ib < n / KZK_QK; ib++) quant_q45_block(src + ib * KZK_QK, (uint8_t *)dst + ib * KZK_Q4_BYTES, 4);
     return (size_t)(n / KZK_QK) * KZK_Q4_BYTES;
 }
-static size_t q_q5_K(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q5_K(const float *src, void *dst, int64_t n) {
     for (int64_t ib = 0; ib < n / KZK_QK; ib++) quant_q45_block(src + ib * KZK_QK, (uint8_t *)dst + ib * KZK_Q5_BYTES, 5);
     return (size_t)(n / KZK_QK) * KZK_Q5_BYTES;
 }
@@ -307,7 +308,7 @@ static void quant_q6_block(const float *x, uint8_t *b) {
         }
 }
 
-static size_t q_q6_K(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q6_K(const float *src, void *dst, int64_t n) {
     for (int64_t ib = 0; ib < n / KZK_QK; ib++) quant_q6_block(src + ib * KZK_QK, (uint8_t *)dst + ib * KZK_Q6_BYTES);
     return (size_t)(n / KZK_QK) * KZK_Q6_BYTES;
 }
@@ -320,7 +321,7 @@ static inline int16_t act_bsum(const uint8_t *a, int s) {
     return v;
 }
 
-static float dot_q4_K(const void *w, const void *act, int64_t n) {
+float kz_ref_dot_q4_K(const void *w, const void *act, int64_t n) {
     const uint8_t *x = w, *a = act;
     float s = 0.0f;
     for (int64_t ib = 0; ib < n / KZK_QK; ib++, x += KZK_Q4_BYTES, a += KZK_A_BYTES) {
@@ -343,7 +344,7 @@ static float dot_q4_K(const void *w, const void *act, int64_t n) {
     return s;
 }
 
-static float dot_q5_K(const void *w, const void *act, int64_t n) {
+float kz_ref_dot_q5_K(const void *w, const void *act, int64_t n) {
     const uint8_t *x = w, *a = act;
     float s = 0.0f;
     for (int64_t ib = 0; ib < n / KZK_QK; ib++, x += KZK_Q5_BYTES, a += KZK_A_BYTES) {
@@ -368,7 +369,7 @@ static float dot_q5_K(const void *w, const void *act, int64_t n) {
     return s;
 }
 
-static float dot_q6_K(const void *w, const void *act, int64_t n) {
+float kz_ref_dot_q6_K(const void *w, const void *act, int64_t n) {
     const uint8_t *x = w, *a = act;
     float s = 0.0f;
     for (int64_t ib = 0; ib < n / KZK_QK; ib++, x += KZK_Q6_BYTES, a += KZK_A_BYTES) {
@@ -391,47 +392,6 @@ static float dot_q6_K(const void *w, const void *act, int64_t n) {
     return s;
 }
 
-KZ_SCALAR_GEMM(gemm_q4_K, dot_q4_K)
-KZ_SCALAR_GEMM(gemm_q5_K, dot_q5_K)
-KZ_SCALAR_GEMM(gemm_q6_K, dot_q6_K)
-
-/* ---------------- per-level tables ---------------- */
-
-#define ENTRY(T, t, BYTES, dotf, gemmf)                                                            \
-    { .type = KZ_T_##T, .act_type = KZ_T_Q8_K, .blck = KZK_QK, .bytes = BYTES, .dequant = dq_##t, \
-      .quant = q_##t, .vec_dot = dotf, .gemm = gemmf }
-#define TABLE(name, pfx_dot4, pfx_gemm4, pfx_dot5, pfx_gemm5, pfx_dot6, pfx_gemm6)                \
-    static const kz_qtraits name[3] = {                                                           \
-        ENTRY(Q4_K, q4_K, KZK_Q4_BYTES, pfx_dot4, pfx_gemm4),                                     \
-        ENTRY(Q5_K, q5_K, KZK_Q5_BYTES, pfx_dot5, pfx_gemm5),                                     \
-        ENTRY(Q6_K, q6_K, KZK_Q6_BYTES, pfx_dot6, pfx_gemm6),                                     \
-    };
-#define ISA_TABLE(name, isa)                                                                       \
-    TABLE(name, kz_##isa##_dot_q4_K, kz_##isa##_gemm_q4_K, kz_##isa##_dot_q5_K, kz_##isa##_gemm_q5_K, \
-          kz_##isa##_dot_q6_K, kz_##isa##_gemm_q6_K)
-
-TABLE(k_scalar, dot_q4_K, gemm_q4_K, dot_q5_K, gemm_q5_K, dot_q6_K, gemm_q6_K)
-#if defined(__x86_64__)
-ISA_TABLE(k_avx2, avx2)
-ISA_TABLE(k_avx512, avx512)
-#endif
-#if defined(__aarch64__)
-ISA_TABLE(k_neon, neon)
-ISA_TABLE(k_dotprod, dotprod)
-TABLE(k_i8mm, kz_dotprod_dot_q4_K, kz_i8mm_gemm_q4_K, kz_dotprod_dot_q5_K, kz_i8mm_gemm_q5_K, kz_dotprod_dot_q6_K,
-      kz_i8mm_gemm_q6_K)
-#endif
-
-static const kz_qtraits *const levels[KZ_ISA_COUNT] = {
-    [KZ_ISA_SCALAR] = k_scalar,
-#if defined(__x86_64__)
-    [KZ_ISA_AVX2] = k_avx2, [KZ_ISA_AVX512] = k_avx512,
-#endif
-#if defined(__aarch64__)
-    [KZ_ISA_NEON] = k_neon, [KZ_ISA_DOTPROD] = k_dotprod, [KZ_ISA_I8MM] = k_i8mm,
-#endif
-};
-
-const kz_qtraits *kz_qtraits_kquant(int isa, uint32_t type) {
-    return kz_qtraits_in(levels, 3, isa, type);
-}
+KZ_SCALAR_GEMM(kz_ref_gemm_q4_K, kz_ref_dot_q4_K)
+KZ_SCALAR_GEMM(kz_ref_gemm_q5_K, kz_ref_dot_q5_K)
+KZ_SCALAR_GEMM(kz_ref_gemm_q6_K, kz_ref_dot_q6_K)

@@ -1,5 +1,5 @@
 /* Q2_K, Q3_K, IQ4_XS weights (256-element super-blocks, activations Q8_K): scalar reference
- * dequantize / quantize / dot / gemm and the per-level tables.
+ * dequantize / quantize / dot / gemm.
  *
  * Layouts (ggml block_q2_K / block_q3_K / block_iq4_xs):
  *   Q2_K  (84 B):  u8 scales[16] (lo nibble scale, hi nibble min), u8 qs[64], fp16 d, fp16 dmin
@@ -23,6 +23,7 @@
 #include "sys/cpu.h"
 #include "sys/fp16.h"
 #include "matmul/quant.h"
+#include "matmul/ref/ref.h"
 #include "matmul/ref/quant_act.h"
 #include "matmul/quant_k2_isa.h"
 #include "model/types.h"
@@ -84,7 +85,7 @@ static inline int iq4_code(const uint8_t *b, int e) {
 
 /* ---------------- dequantize ---------------- */
 
-static void dq_q2_K(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q2_K(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QKK; i++, b += Q2K_BYTES, dst += QKK) {
         const float d = h2f(b + 80), dmin = h2f(b + 82);
@@ -96,7 +97,7 @@ static void dq_q2_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_q3_K(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q3_K(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QKK; i++, b += Q3K_BYTES, dst += QKK) {
         const float d = h2f(b + 108);
@@ -106,7 +107,7 @@ static void dq_q3_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_iq4_xs(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_iq4_xs(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QKK; i++, b += IQ4XS_BYTES, dst += QKK) {
         const float d = h2f(b);
@@ -174,7 +175,7 @@ static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, f
     return scale;
 }
 
-static size_t q_q2_K(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q2_K(const float *src, void *dst, int64_t n) {
     uint8_t *y = dst;
     for (int64_t ib = 0; ib < n / QKK; ib++, y += Q2K_BYTES, src += QKK) {
         const float *x = src;
@@ -265,7 +266,7 @@ static float q3_search(int n, int nmax, const float *x, int8_t *L) {
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-static size_t q_q3_K(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q3_K(const float *src, void *dst, int64_t n) {
     uint8_t *y = dst;
     for (int64_t ib = 0; ib < n / QKK; ib++, y += Q3K_BYTES, src += QKK) {
         const float *x = src;
@@ -328,7 +329,7 @@ static int iq4_best(float v) {
     return v - kv_iq4[lo] < kv_iq4[hi] - v ? lo : hi;
 }
 
-static size_t q_iq4_xs(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_iq4_xs(const float *src, void *dst, int64_t n) {
     uint8_t *y = dst;
     for (int64_t sb = 0; sb < n / QKK; sb++, y += IQ4XS_BYTES, src += QKK) {
         float scales[8], max_scale = 0, amax_scale = 0;
@@ -401,7 +402,7 @@ static size_t q_iq4_xs(const float *src, void *dst, int64_t n) {
 
 /* ---------------- dot with Q8_K (float ops exactly as in the header comment) ---------------- */
 
-static float dot_q2_K(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q2_K(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QKK; i++, x += Q2K_BYTES, y += KZ_Q8_K_BYTES) {
@@ -419,7 +420,7 @@ static float dot_q2_K(const void *w, const void *a, int64_t n) {
     return acc;
 }
 
-static float dot_q3_K(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q3_K(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QKK; i++, x += Q3K_BYTES, y += KZ_Q8_K_BYTES) {
@@ -437,7 +438,7 @@ static float dot_q3_K(const void *w, const void *a, int64_t n) {
     return acc;
 }
 
-static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_iq4_xs(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QKK; i++, x += IQ4XS_BYTES, y += KZ_Q8_K_BYTES) {
@@ -453,52 +454,6 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
     return acc;
 }
 
-KZ_SCALAR_GEMM(gemm_q2_K, dot_q2_K)
-KZ_SCALAR_GEMM(gemm_q3_K, dot_q3_K)
-KZ_SCALAR_GEMM(gemm_iq4_xs, dot_iq4_xs)
-
-/* ---------------- tables ---------------- */
-
-#define ENT(T, B, DQ, Q, DOT, GEMM)                                                               \
-    { .type = T, .act_type = KZ_T_Q8_K, .blck = QKK, .bytes = B, .dequant = DQ, .quant = Q,       \
-      .vec_dot = DOT, .gemm = GEMM }
-static const kz_qtraits k2_scalar[3] = {
-    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, dot_q2_K, gemm_q2_K),
-    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, dot_q3_K, gemm_q3_K),
-    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, dot_iq4_xs, gemm_iq4_xs),
-};
-
-#if defined(__x86_64__)
-/* AVX-512 level uses the AVX2 kernels (no VNNI variant yet) */
-static const kz_qtraits k2_avx2[3] = {
-    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, kz_avx2_dot_q2_K, kz_avx2_gemm_q2_K),
-    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, kz_avx2_dot_q3_K, kz_avx2_gemm_q3_K),
-    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, kz_avx2_dot_iq4_xs, kz_avx2_gemm_iq4_xs),
-};
-#endif
-#if defined(__aarch64__)
-static const kz_qtraits k2_neon[3] = {
-    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, kz_neon_dot_q2_K, kz_neon_gemm_q2_K),
-    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, kz_neon_dot_q3_K, kz_neon_gemm_q3_K),
-    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, kz_neon_dot_iq4_xs, kz_neon_gemm_iq4_xs),
-};
-static const kz_qtraits k2_dot[3] = {
-    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, kz_dotprod_dot_q2_K, kz_dotprod_gemm_q2_K),
-    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, kz_dotprod_dot_q3_K, kz_dotprod_gemm_q3_K),
-    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, kz_dotprod_dot_iq4_xs, kz_dotprod_gemm_iq4_xs),
-};
-#endif
-
-static const kz_qtraits *const levels[KZ_ISA_COUNT] = {
-    [KZ_ISA_SCALAR] = k2_scalar,
-#if defined(__x86_64__)
-    [KZ_ISA_AVX2] = k2_avx2, [KZ_ISA_AVX512] = k2_avx2, /* no VNNI variant yet */
-#endif
-#if defined(__aarch64__)
-    [KZ_ISA_NEON] = k2_neon, [KZ_ISA_DOTPROD] = k2_dot, [KZ_ISA_I8MM] = k2_dot, /* no SMMLA gemm yet */
-#endif
-};
-
-const kz_qtraits *kz_qtraits_kquant2(int isa, uint32_t type) {
-    return kz_qtraits_in(levels, 3, isa, type);
-}
+KZ_SCALAR_GEMM(kz_ref_gemm_q2_K, kz_ref_dot_q2_K)
+KZ_SCALAR_GEMM(kz_ref_gemm_q3_K, kz_ref_dot_q3_K)
+KZ_SCALAR_GEMM(kz_ref_gemm_iq4_xs, kz_ref_dot_iq4_xs)

@@ -1,6 +1,6 @@
 /* Legacy 32-element block types Q4_1, Q5_0, Q5_1 and IQ4_NL: scalar reference dequantize,
  * the quantizers llama-quantize runs (Q4_1/Q5_0/Q5_1 = quantize_row_*_ref, IQ4_NL =
- * quantize_iq4_nl with ntry = 7, no imatrix), the reference dots, and one table per ISA level.
+ * quantize_iq4_nl with ntry = 7, no imatrix), and the reference dots.
  *
  * Block layouts (ggml): element j in the low nibble of qs[j], element j+16 in the high nibble;
  * Q5 types keep the 5th bit of element i in bit i of the little-endian u32 qh.
@@ -22,6 +22,7 @@
 #include "sys/cpu.h"
 #include "sys/fp16.h"
 #include "matmul/quant.h"
+#include "matmul/ref/ref.h"
 #include "matmul/ref/quant_act.h"
 #include "matmul/quant_legacy_isa.h"
 #include "model/types.h"
@@ -60,7 +61,7 @@ static inline void codes(const uint8_t *qs, const uint8_t *qh, int q[32]) {
 
 /* ---------------- dequantize ---------------- */
 
-static void dq_q4_1(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q4_1(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_1_B, dst += QK) {
@@ -70,7 +71,7 @@ static void dq_q4_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_q5_0(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q5_0(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_0_B, dst += QK) {
@@ -80,7 +81,7 @@ static void dq_q5_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_q5_1(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q5_1(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_1_B, dst += QK) {
@@ -90,7 +91,7 @@ static void dq_q5_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_iq4_nl(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_iq4_nl(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += IQ4_NL_B, dst += QK) {
@@ -144,7 +145,7 @@ static void q_minmax_blk(const float *x, int nmax, uint8_t *dm, int q[32]) {
     }
 }
 
-static size_t q_q4_1(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q4_1(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_1_B, src += QK) {
@@ -154,7 +155,7 @@ static size_t q_q4_1(const float *src, void *dst, int64_t n) {
     return (size_t)(n / QK) * Q4_1_B;
 }
 
-static size_t q_q5_1(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q5_1(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_1_B, src += QK) {
@@ -178,7 +179,7 @@ static float signed_absmax(const float *x, float *amax_out) {
     return mx;
 }
 
-static size_t q_q5_0(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q5_0(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_0_B, src += QK) {
@@ -226,7 +227,7 @@ static void iq4_fit(const float *x, float id, float *sqx, float *sq2) {
 
 /* quantize_iq4_nl (ntry = 7, no imatrix): pick the scale maximising (sum wqx)^2 / sum wq^2 over
  * the start point -max/kv[0] and the 15 scales that map max onto kv[0] + itry */
-static size_t q_iq4_nl(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_iq4_nl(const float *src, void *dst, int64_t n) {
     const int ntry = 7;
     uint8_t *b = dst;
     int q[32];
@@ -259,7 +260,7 @@ static size_t q_iq4_nl(const float *src, void *dst, int64_t n) {
 
 /* ---------------- reference dots ---------------- */
 
-static float dot_q4_1(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q4_1(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     int q[32];
@@ -273,7 +274,7 @@ static float dot_q4_1(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-static float dot_q5_1(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q5_1(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     int q[32];
@@ -287,7 +288,7 @@ static float dot_q5_1(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-static float dot_q5_0(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q5_0(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     int q[32];
@@ -301,7 +302,7 @@ static float dot_q5_0(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_iq4_nl(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     int q[32];
@@ -315,50 +316,7 @@ static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-KZ_SCALAR_GEMM(gemm_q4_1, dot_q4_1)
-KZ_SCALAR_GEMM(gemm_q5_0, dot_q5_0)
-KZ_SCALAR_GEMM(gemm_q5_1, dot_q5_1)
-KZ_SCALAR_GEMM(gemm_iq4_nl, dot_iq4_nl)
-
-/* ---------------- per-level tables ---------------- */
-
-#define ENTRY(T, A, B, dq, q, dot_, gemm_) \
-    { .type = (T), .act_type = (A), .blck = QK, .bytes = (B), .dequant = (dq), .quant = (q), .vec_dot = (dot_), .gemm = (gemm_) }
-#define TABLE(name, pfx)                                                                           \
-    static const kz_qtraits name[4] = {                                                             \
-        ENTRY(KZ_T_Q4_1, KZ_T_Q8_1, Q4_1_B, dq_q4_1, q_q4_1, pfx##dot_q4_1, pfx##gemm_q4_1),       \
-        ENTRY(KZ_T_Q5_0, KZ_T_Q8_0, Q5_0_B, dq_q5_0, q_q5_0, pfx##dot_q5_0, pfx##gemm_q5_0),       \
-        ENTRY(KZ_T_Q5_1, KZ_T_Q8_1, Q5_1_B, dq_q5_1, q_q5_1, pfx##dot_q5_1, pfx##gemm_q5_1),       \
-        ENTRY(KZ_T_IQ4_NL, KZ_T_Q8_0, IQ4_NL_B, dq_iq4_nl, q_iq4_nl, pfx##dot_iq4_nl, pfx##gemm_iq4_nl), \
-    };
-TABLE(k_scalar, )
-#if defined(__x86_64__)
-TABLE(k_avx2, kz_avx2_)
-TABLE(k_avx512, kz_avx512_)
-#endif
-#if defined(__aarch64__)
-TABLE(k_neon, kz_neon_)
-TABLE(k_dotprod, kz_dotprod_)
-/* i8mm: the SMMLA gemm, the dotprod vec_dot */
-#define ENTRY_I8(T, A, B, dq, q, t) ENTRY(T, A, B, dq, q, kz_dotprod_dot_##t, kz_i8mm_gemm_##t)
-static const kz_qtraits k_i8mm[4] = {
-    ENTRY_I8(KZ_T_Q4_1, KZ_T_Q8_1, Q4_1_B, dq_q4_1, q_q4_1, q4_1),
-    ENTRY_I8(KZ_T_Q5_0, KZ_T_Q8_0, Q5_0_B, dq_q5_0, q_q5_0, q5_0),
-    ENTRY_I8(KZ_T_Q5_1, KZ_T_Q8_1, Q5_1_B, dq_q5_1, q_q5_1, q5_1),
-    ENTRY_I8(KZ_T_IQ4_NL, KZ_T_Q8_0, IQ4_NL_B, dq_iq4_nl, q_iq4_nl, iq4_nl),
-};
-#endif
-
-static const kz_qtraits *const levels[KZ_ISA_COUNT] = {
-    [KZ_ISA_SCALAR] = k_scalar,
-#if defined(__x86_64__)
-    [KZ_ISA_AVX2] = k_avx2, [KZ_ISA_AVX512] = k_avx512,
-#endif
-#if defined(__aarch64__)
-    [KZ_ISA_NEON] = k_neon, [KZ_ISA_DOTPROD] = k_dotprod, [KZ_ISA_I8MM] = k_i8mm,
-#endif
-};
-
-const kz_qtraits *kz_qtraits_legacy(int isa, uint32_t type) {
-    return kz_qtraits_in(levels, 4, isa, type);
-}
+KZ_SCALAR_GEMM(kz_ref_gemm_q4_1, kz_ref_dot_q4_1)
+KZ_SCALAR_GEMM(kz_ref_gemm_q5_0, kz_ref_dot_q5_0)
+KZ_SCALAR_GEMM(kz_ref_gemm_q5_1, kz_ref_dot_q5_1)
+KZ_SCALAR_GEMM(kz_ref_gemm_iq4_nl, kz_ref_dot_iq4_nl)

@@ -1,6 +1,6 @@
 /* x86-64 kernels for Q4_K / Q5_K / Q6_K x Q8_K: AVX2 and AVX-512 VNNI (256-bit) variants of
  * one template (quant_k_x86_q.h). Target attributes keep the file buildable in a baseline
- * x86-64 build; quant_k.c's tables are only handed out for levels cpu.c found available. */
+ * x86-64 build; traits.c hands them out only for levels cpu.c found available. */
 #include "matmul/quant_k_isa.h"
 
 #if defined(__x86_64__)
