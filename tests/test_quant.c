@@ -285,7 +285,7 @@ static void test_vec_dot(void) {
                 kt_fill_row(x, n, &s);
                 if (rep & 1) for (int64_t i = 0; i < n; i++) x[i] = fabsf(x[i]); /* same-sign: little cancellation */
                 kz_quant_row(t, w, wq, n);
-                kz_act_convert(t, x, xq, n);
+                kz_act_quant(t, x, xq, n);
                 kz_quant_row(at, x, xq2, n);
                 if (memcmp(xq, xq2, rowb(at, n))) bad++; /* activation = reference quantizer of act type */
                 kz_dequant_row(t, wq, wd, n);
@@ -319,7 +319,7 @@ static void test_vec_dot(void) {
     a[0] = 127; b[0] = -127; a[32] = -127; b[32] = 127; /* amax 127 per block: d = 1 */
     for (int i = 0; i < 64; i++) want += (long long)a[i] * (long long)b[i];
     kz_quant_row(KZ_T_Q8_0, a, qa, 64);
-    kz_act_convert(KZ_T_Q8_0, b, qb, 64);
+    kz_act_quant(KZ_T_Q8_0, b, qb, 64);
     CHECKF(kz_vec_dot(KZ_T_Q8_0, qa, qb, 64) == (float)want, "%g vs %lld", kz_vec_dot(KZ_T_Q8_0, qa, qb, 64), want);
     CHECK(isnan(kz_vec_dot(KZ_T_IQ2_XXS, qa, qb, 256)));
 }
@@ -330,7 +330,7 @@ static void test_vec_dot(void) {
 static void ref_matmul(uint32_t t, const uint8_t *wq, size_t rb, int n_out, const float *x, int64_t n_in,
                        int n_tok, uint8_t *act, float *ref) {
     for (int tk = 0; tk < n_tok; tk++) {
-        kz_act_convert(t, x + tk * n_in, act, n_in);
+        kz_act_quant(t, x + tk * n_in, act, n_in);
         for (int o = 0; o < n_out; o++) ref[tk * n_out + o] = kz_vec_dot(t, wq + o * rb, act, n_in);
     }
 }

@@ -167,7 +167,7 @@ size_t kz_quant_q4_0_ref(const float *src, void *dst, int64_t n, int fused) {
 
 size_t kz_ref_quant_q4_0(const float *src, void *dst, int64_t n) { return kz_quant_q4_0_ref(src, dst, n, 0); }
 
-/* ---------------- row dot products (weight row x converted activation row) ---------------- */
+/* ---------------- row dot products (weight row x quantised activation row) ---------------- */
 
 /* Float dots accumulate in double (every f32, f16 and bf16 product is exact in double): the
  * reference is then the correctly rounded dot up to ~n*2^-53, and SIMD kernels, which must sum
@@ -280,7 +280,7 @@ size_t kz_act_row_bytes(uint32_t wtype, int64_t n) {
     return tr_bytes(kz_qtraits_get(t->act_type), n);
 }
 
-void kz_act_convert(uint32_t wtype, const float *x, void *dst, int64_t n) {
+void kz_act_quant(uint32_t wtype, const float *x, void *dst, int64_t n) {
     const kz_qtraits *t = kz_qtraits_get(wtype);
     if (!t || n < 0 || n % t->blck) return;
     /* The activation quantizer gives the reference bytes (llama.cpp's generic CPU path) at

@@ -15,12 +15,12 @@ int kz_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
  * returns bytes written or 0 if unsupported */
 size_t kz_quant_row(uint32_t type, const float *src, void *dst, int64_t n);
 
-/* activation type for a weight type, and bytes needed for one converted activation row */
+/* activation type for a weight type, and bytes of one quantised activation row */
 uint32_t kz_act_type(uint32_t wtype);
 size_t kz_act_row_bytes(uint32_t wtype, int64_t n);
-/* convert one f32 activation row into the activation format of wtype */
-void kz_act_convert(uint32_t wtype, const float *x, void *dst, int64_t n);
-/* dot of one weight row (type wtype) with one converted activation row */
+/* quantise one f32 activation row into the activation format of wtype */
+void kz_act_quant(uint32_t wtype, const float *x, void *dst, int64_t n);
+/* dot of one weight row (type wtype) with one quantised activation row */
 float kz_vec_dot(uint32_t wtype, const void *wrow, const void *act, int64_t n);
 
 /* ---- kernel table (internal; the one place where per-ISA variants get selected) ----
