@@ -12,7 +12,7 @@
 #include "kt.h"
 #include "nn/ops.h"
 #include "matmul/matmul.h"
-#include "matmul/quant_isa.h"
+#include "matmul/kernels.h"
 #include "sys/threadpool.h"
 #include "model/types.h"
 

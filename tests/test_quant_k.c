@@ -17,7 +17,7 @@
 #include "sys/fp16.h"
 #include "kt.h"
 #include "matmul/matmul.h"
-#include "matmul/ref/quant_act.h"
+#include "matmul/ref/act.h"
 #include "matmul/ref/ref.h"
 #include "sys/threadpool.h"
 #include "model/types.h"

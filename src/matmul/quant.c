@@ -10,7 +10,7 @@
 
 #include "sys/cpu.h"
 #include "sys/fp16.h"
-#include "matmul/quant_isa.h"
+#include "matmul/kernels.h"
 #include "model/types.h"
 
 /* The Q4_0 reference quantizer's rounding depends on whether x*id + 8.5f is contracted into

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "matmul/quant_isa.h"
+#include "matmul/kernels.h"
 #include "matmul/quant_k2_isa.h"
 #include "matmul/quant_k_isa.h"
 #include "matmul/quant_legacy_isa.h"

@@ -8,7 +8,7 @@
  * the float part is the scalar reference's, lane by lane (no FMA), so results are bit-identical
  * to the scalar reference and to the dotprod kernels. Lanes of a sub-tile: (r0,t0), (r0,t1),
  * (r1,t0), (r1,t1). */
-#include "matmul/quant_isa.h"
+#include "matmul/kernels.h"
 
 #if defined(__aarch64__)
 #if defined(__clang__)
@@ -20,7 +20,7 @@
 #error "quant_arm_i8mm.c needs -march=armv8.2-a+dotprod+i8mm (see the Makefile)"
 #endif
 
-#include "matmul/arm/quant_arm_q.h"
+#include "matmul/arm/b32_tmpl.h"
 
 /* a block pair as SMMLA operands: m[j] = (row0 k 8j..8j+7 | row1 k 8j..8j+7), j = 0..3 */
 typedef struct {

@@ -9,7 +9,7 @@
  * the accumulators' start, float part per lane as the reference (quant_arm_p16_q.h), so every
  * output equals the scalar vec_dot bit for bit. The Makefile builds this file with
  * -march=armv8.2-a+dotprod+i8mm; dispatch calls it only when the CPU reports i8mm and asimddp. */
-#include "matmul/quant_isa.h"
+#include "matmul/kernels.h"
 
 #if defined(__aarch64__)
 #if defined(__clang__)
@@ -25,7 +25,7 @@
 #error "quant_arm_p16_i8mm.c needs -march=armv8.2-a+dotprod+i8mm (see the Makefile)"
 #endif
 
-#include "matmul/arm/quant_arm_p16_q.h"
+#include "matmul/arm/q4_0_16x4_tmpl.h"
 
 /* one row pair: w (2 rows x bytes 8jp.. of dwords (0,1) / (2,3)) split into the 4 operands
  * of elements 0..7, 8..15, 16..23, 24..31; dwp2 its scales (r0 r0 r1 r1); ce / co the

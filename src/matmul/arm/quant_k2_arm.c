@@ -8,7 +8,7 @@ static inline int32_t k2_neon_dot16(int8x16_t w, int8x16_t a) {
 }
 #define K2(nm) kz_neon_##nm
 #define K2_DOT16(w, a) k2_neon_dot16(w, a)
-#include "matmul/arm/quant_k2_arm_q.h"
+#include "matmul/arm/kquant2_tmpl.h"
 #else
 typedef int kz_quant_k2_arm_unused; /* ISO C: no empty translation unit */
 #endif

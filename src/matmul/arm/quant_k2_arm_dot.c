@@ -3,7 +3,7 @@
 #include "matmul/quant_k2_isa.h"
 #define K2(nm) kz_dotprod_##nm
 #define K2_DOT16(w, a) vaddvq_s32(vdotq_s32(vdupq_n_s32(0), (w), (a)))
-#include "matmul/arm/quant_k2_arm_q.h"
+#include "matmul/arm/kquant2_tmpl.h"
 #else
 typedef int kz_quant_k2_arm_dot_unused; /* ISO C: no empty translation unit */
 #endif

@@ -25,7 +25,7 @@ static inline int32_t kzk_dot32_neon(int8x16_t w0, int8x16_t w1, int8x16_t a0, i
 #define KA_DOT32(w0, w1, a0, a1) kzk_dot32_neon(w0, w1, a0, a1)
 #define KA(name) name##_neon
 #define KA_EXPORT(name) kz_neon_##name
-#include "matmul/arm/quant_k_arm_q.h"
+#include "matmul/arm/kquant_tmpl.h"
 
 #else
 typedef int kz_quant_k_neon_unused; /* not AArch64 */

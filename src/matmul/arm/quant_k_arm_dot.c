@@ -18,7 +18,7 @@
 #define KA_DOT32(w0, w1, a0, a1) vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, a0), w1, a1))
 #define KA(name) name##_dotprod
 #define KA_EXPORT(name) kz_dotprod_##name
-#include "matmul/arm/quant_k_arm_q.h"
+#include "matmul/arm/kquant_tmpl.h"
 
 #else
 typedef int kz_quant_k_dotprod_unused; /* not AArch64 */

@@ -15,7 +15,7 @@
 #define LA(name) name##_neon
 #define LA_EXPORT(name) kz_neon_##name
 #define LA_SDOT 0
-#include "matmul/arm/quant_legacy_arm_q.h"
+#include "matmul/arm/b32_legacy_tmpl.h"
 
 #else
 typedef int kz_quant_legacy_arm_unused; /* not AArch64: nothing to build */

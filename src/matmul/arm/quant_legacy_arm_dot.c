@@ -19,7 +19,7 @@
 #define LA(name) name##_dotprod
 #define LA_EXPORT(name) kz_dotprod_##name
 #define LA_SDOT 1
-#include "matmul/arm/quant_legacy_arm_q.h"
+#include "matmul/arm/b32_legacy_tmpl.h"
 
 #else
 typedef int kz_quant_legacy_arm_dot_unused; /* not AArch64: nothing to build */

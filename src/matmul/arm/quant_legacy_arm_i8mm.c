@@ -21,7 +21,7 @@
 #define LA(name) name##_i8mm
 #define LA_SDOT 1
 #define LA_NO_EXPORT 1
-#include "matmul/arm/quant_legacy_arm_q.h"
+#include "matmul/arm/b32_legacy_tmpl.h"
 
 /* the 8-element chunk c (0..3) of two decoded blocks as one 2x8 SMMLA operand */
 static inline int8x16_t pair8(LA(wblk) a, LA(wblk) b, int c) {

@@ -39,7 +39,7 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
 #define LX_EXPORT(name) kz_avx2_##name
 #define LX_TGT T_AVX2
 #define LX_VNNI 0
-#include "matmul/x86/quant_legacy_x86_q.h"
+#include "matmul/x86/b32_legacy_tmpl.h"
 #undef LX
 #undef LX_EXPORT
 #undef LX_TGT
@@ -49,7 +49,7 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
 #define LX_EXPORT(name) kz_avx512_##name
 #define LX_TGT T_AVX512
 #define LX_VNNI 1
-#include "matmul/x86/quant_legacy_x86_q.h"
+#include "matmul/x86/b32_legacy_tmpl.h"
 #undef LX
 #undef LX_EXPORT
 #undef LX_TGT

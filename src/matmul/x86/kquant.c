@@ -23,7 +23,7 @@
 #define KX_EXPORT(name) kz_avx2_##name
 #define KX_TGT T_AVX2
 #define KX_VNNI 0
-#include "matmul/x86/quant_k_x86_q.h"
+#include "matmul/x86/kquant_tmpl.h"
 #undef KX
 #undef KX_EXPORT
 #undef KX_TGT
@@ -33,7 +33,7 @@
 #define KX_EXPORT(name) kz_avx512_##name
 #define KX_TGT T_AVX512
 #define KX_VNNI 1
-#include "matmul/x86/quant_k_x86_q.h"
+#include "matmul/x86/kquant_tmpl.h"
 #undef KX
 #undef KX_EXPORT
 #undef KX_TGT

@@ -23,7 +23,7 @@
 #include "sys/fp16.h"
 #include "matmul/quant.h"
 #include "matmul/ref/ref.h"
-#include "matmul/ref/quant_act.h"
+#include "matmul/ref/act.h"
 #include "matmul/quant_legacy_isa.h"
 #include "model/types.h"
 

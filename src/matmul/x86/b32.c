@@ -6,7 +6,7 @@
  * bit-identical to the scalar reference; float dots sum 8-lane float partials over chunks of
  * 128 elements, flush each chunk into double and round once at the end (each pair the same
  * sequence whatever the tile, so gemm == dot bit for bit). */
-#include "matmul/quant_isa.h"
+#include "matmul/kernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -360,7 +360,7 @@ T_AVX512 void kz_avx512_gemm_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t n
 #define QX_EXPORT(name) kz_avx2_##name
 #define QX_TGT T_AVX2
 #define QX_VNNI 0
-#include "matmul/x86/quant_x86_q.h"
+#include "matmul/x86/b32_tmpl.h"
 #undef QX
 #undef QX_EXPORT
 #undef QX_TGT
@@ -370,7 +370,7 @@ T_AVX512 void kz_avx512_gemm_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t n
 #define QX_EXPORT(name) kz_avx512_##name
 #define QX_TGT T_AVX512
 #define QX_VNNI 1
-#include "matmul/x86/quant_x86_q.h"
+#include "matmul/x86/b32_tmpl.h"
 #undef QX
 #undef QX_EXPORT
 #undef QX_TGT

@@ -7,7 +7,7 @@
  * Contracts (quant_isa.h): activation quantizers give the reference bytes; integer dots are
  * bit-identical to the scalar reference; float dots sum 4-lane float partials over chunks of
  * 128 elements, flush each chunk into double and round once (gemm == dot bit for bit). */
-#include "matmul/quant_isa.h"
+#include "matmul/kernels.h"
 
 #if defined(__aarch64__)
 /* The float part of the integer kernels must round like the reference (product, then add). */
@@ -20,7 +20,7 @@
 #define AQ(name) name##_neon
 #define AQ_EXPORT(name) kz_neon_##name
 #define AQ_SDOT 0
-#include "matmul/arm/quant_arm_q.h"
+#include "matmul/arm/b32_tmpl.h"
 #undef AQ
 #undef AQ_EXPORT
 #undef AQ_SDOT

@@ -24,7 +24,7 @@
 #include "sys/fp16.h"
 #include "matmul/quant.h"
 #include "matmul/ref/ref.h"
-#include "matmul/ref/quant_act.h"
+#include "matmul/ref/act.h"
 #include "matmul/quant_k2_isa.h"
 #include "model/types.h"
 

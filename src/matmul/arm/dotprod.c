@@ -10,7 +10,7 @@
  *   prefill: register tile 8 rows x 4 tokens, each weight block decoded once per tile.
  * The Makefile builds this file with -march=armv8.2-a+dotprod; dispatch calls it only when the
  * CPU reports asimddp. */
-#include "matmul/quant_isa.h"
+#include "matmul/kernels.h"
 
 #if defined(__aarch64__)
 #if defined(__clang__)
@@ -26,7 +26,7 @@
 #error "quant_arm_p16_dot.c needs -march=armv8.2-a+dotprod (see the Makefile)"
 #endif
 
-#include "matmul/arm/quant_arm_p16_q.h"
+#include "matmul/arm/q4_0_16x4_tmpl.h"
 
 /* one dword j (a literal: the SDOT lane) of one block, rows 4k..4k+3 for k < 4 */
 #define GV_DW(j)                                                                                  \

@@ -12,7 +12,7 @@
 #include <arm_neon.h>
 #include <stdint.h>
 
-#include "matmul/arm/quant_arm_q.h" /* ld16, KZ_INL, KZ_UNROLL */
+#include "matmul/arm/b32_tmpl.h" /* ld16, KZ_INL, KZ_UNROLL */
 
 #define P16_BB 288 /* bytes of one 16-row block: 4 x 64 nibble bytes + 16 fp16 scales */
 #define P16_CH 64  /* blocks per chunk (precomputed corrections, partial sums kept in y) */

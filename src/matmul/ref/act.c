@@ -14,7 +14,7 @@
 #include "sys/fp16.h"
 #include "matmul/quant.h"
 #include "matmul/ref/ref.h"
-#include "matmul/ref/quant_act.h"
+#include "matmul/ref/act.h"
 #include "model/types.h"
 
 static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[1] = (uint8_t)(v >> 8); }
