@@ -1,3 +1,75 @@
+/* AArch64 SDOT (FEAT_DotProd) kernels of every block type, and the q4_0_16x4 gemm of the
+ * dotprod and i8mm levels. The Makefile builds this unit with -march=armv8.2-a+dotprod; traits.c
+ * hands its kernels out only where cpu.c found asimddp. Contracts: kernels.h. */
+
+#include "matmul/kernels.h"
+#include "matmul/quant_legacy_isa.h"
+#include "matmul/quant_k_isa.h"
+#include "matmul/quant_k2_isa.h"
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+
+#include "sys/fp16.h"
+
+/* the float part of the integer kernels must round like the reference (product, then add):
+ * no contraction into FMADD, whatever the build flags */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#if !defined(__ARM_FEATURE_DOTPROD)
+#error "dotprod.c needs -march=armv8.2-a+dotprod (see the Makefile)"
+#endif
+
+/* ======== Q8_0 / Q4_0 ======== */
+/* AArch64 SDOT (FEAT_DotProd) integer dots: the quant_arm_q.h template with vdotq_s32. The
+ * Makefile builds this file with -march=armv8.2-a+dotprod; dispatch calls it only when the CPU
+ * reports asimddp. Bit-identical to the scalar reference (see quant_arm_q.h). */
+#define AQ(name) name##_dotprod
+#define AQ_EXPORT(name) kz_dotprod_##name
+#define AQ_SDOT 1
+#include "matmul/arm/b32_tmpl.h"
+
+#undef AQ
+#undef AQ_EXPORT
+#undef AQ_SDOT
+
+/* ======== Q4_1 / Q5_0 / Q5_1 / IQ4_NL ======== */
+/* AArch64 SDOT (FEAT_DotProd) kernels for Q4_1 / Q5_0 / Q5_1 / IQ4_NL: quant_legacy_arm_q.h with
+ * vdotq_s32. The Makefile builds quant_*_dot.c with -march=armv8.2-a+dotprod; the dispatch
+ * calls it only when the CPU reports asimddp (levels dotprod and i8mm). */
+#define LA(name) legacy_##name##_dotprod
+#define LA_EXPORT(name) kz_dotprod_##name
+#define LA_SDOT 1
+#include "matmul/arm/b32_legacy_tmpl.h"
+
+/* ======== Q4_K / Q5_K / Q6_K ======== */
+/* AArch64 kernels for Q4_K / Q5_K / Q6_K x Q8_K: SDOT (built with +dotprod by the Makefile; called only where cpu.c found FEAT_DotProd).
+ * The template is quant_k_arm_q.h; contract in quant_k_isa.h. */
+#define KA_INL static inline __attribute__((always_inline))
+#define KA_DOT32(w0, w1, a0, a1) vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, a0), w1, a1))
+#define KA(name) kq_##name##_dotprod
+#define KA_EXPORT(name) kz_dotprod_##name
+#include "matmul/arm/kquant_tmpl.h"
+
+/* ======== Q2_K / Q3_K / IQ4_XS ======== */
+/* SDOT (FEAT_DotProd) Q2_K / Q3_K / IQ4_XS dots; built with +dotprod by the Makefile. */
+#define K2(nm) kz_dotprod_##nm
+#define K2_DOT16(w, a) vaddvq_s32(vdotq_s32(vdupq_n_s32(0), (w), (a)))
+#include "matmul/arm/kquant2_tmpl.h"
+
+/* GCC's pre-RA scheduler hoists all 16 nibble decodes of a block ahead of the dots and then
+ * spills the accumulators every block (GCC 12, objdump of the tile loops); without it the
+ * loops stay in registers. Out-of-order cores reorder on their own. From here to the end of
+ * the file only: the q4_0_16x4 kernels. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
+
+/* ======== Q4_0 in the q4_0_16x4 layout ======== */
 /* AArch64 SDOT (FEAT_DotProd) gemm over the 16-row packed Q4_0 layout (kz_repack_q4_0_16x4), the
  * kernel of the dotprod and i8mm levels for repacked weights. Lane = weight row: dword j of 4
  * consecutive rows is one 16-byte load (rows' nibbles of elements 4j..4j+3 low, 16+4j.. high),
@@ -10,22 +82,6 @@
  *   prefill: register tile 8 rows x 4 tokens, each weight block decoded once per tile.
  * The Makefile builds this file with -march=armv8.2-a+dotprod; dispatch calls it only when the
  * CPU reports asimddp. */
-#include "matmul/kernels.h"
-
-#if defined(__aarch64__)
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-/* GCC's pre-RA scheduler hoists all 16 nibble decodes of a block ahead of the dots and then
- * spills the accumulators every block (GCC 12, objdump of the tile loops); without it the
- * loops stay in registers. Out-of-order cores reorder on their own. */
-#pragma GCC optimize("no-schedule-insns")
-#endif
-#if !defined(__ARM_FEATURE_DOTPROD)
-#error "quant_arm_p16_dot.c needs -march=armv8.2-a+dotprod (see the Makefile)"
-#endif
-
 #include "matmul/arm/q4_0_16x4_tmpl.h"
 
 /* one dword j (a literal: the SDOT lane) of one block, rows 4k..4k+3 for k < 4 */
@@ -168,5 +224,5 @@ void kz_dotprod_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void
 }
 
 #else
-typedef int kz_quant_arm_p16_dot_unused; /* not AArch64: nothing to build */
+typedef int kz_matmul_arm_dotprod_unused; /* not AArch64: nothing to build */
 #endif

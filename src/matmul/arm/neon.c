@@ -1,3 +1,27 @@
+/* AArch64 baseline NEON kernels of every block type (Advanced SIMD is mandatory in AArch64:
+ * no extra flags): activation quantizers, float dots, integer dots without SDOT. dotprod.c and
+ * i8mm.c hold the variants the Makefile builds with the matching -march; traits.c hands them
+ * out only where cpu.c found the feature. Contracts: kernels.h. */
+
+#include "matmul/kernels.h"
+#include "matmul/quant_legacy_isa.h"
+#include "matmul/quant_k_isa.h"
+#include "matmul/quant_k2_isa.h"
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+
+#include "sys/fp16.h"
+
+/* the float part of the integer kernels must round like the reference (product, then add):
+ * no contraction into FMADD, whatever the build flags */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+/* ======== F32 / F16 / BF16, Q8_0 / Q4_0 ======== */
 /* AArch64 baseline NEON kernels (Advanced SIMD is mandatory in AArch64, so this file needs no
  * extra flags): activation quantizers, float dots, and the integer dots without SDOT. The
  * dotprod and i8mm variants live in quant_arm_dot.c / quant_arm_i8mm.c, which the Makefile
@@ -7,15 +31,7 @@
  * Contracts (quant_isa.h): activation quantizers give the reference bytes; integer dots are
  * bit-identical to the scalar reference; float dots sum 4-lane float partials over chunks of
  * 128 elements, flush each chunk into double and round once (gemm == dot bit for bit). */
-#include "matmul/kernels.h"
-
-#if defined(__aarch64__)
 /* The float part of the integer kernels must round like the reference (product, then add). */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
 
 #define AQ(name) name##_neon
 #define AQ_EXPORT(name) kz_neon_##name
@@ -229,6 +245,41 @@ FKERNELS(f32, K_F32)
 FKERNELS(f16, K_F16)
 FKERNELS(bf16, K_BF16)
 
+/* ======== Q4_1 / Q5_0 / Q5_1 / IQ4_NL ======== */
+/* AArch64 baseline NEON kernels for Q4_1 / Q5_0 / Q5_1 / IQ4_NL (quant_legacy_arm_q.h with
+ * vmull_s8 block dots). Bit-identical to the scalar reference of quant_legacy.c. */
+#define LA(name) legacy_##name##_neon
+#define LA_EXPORT(name) kz_neon_##name
+#define LA_SDOT 0
+#include "matmul/arm/b32_legacy_tmpl.h"
+
+/* ======== Q4_K / Q5_K / Q6_K ======== */
+/* AArch64 kernels for Q4_K / Q5_K / Q6_K x Q8_K: baseline NEON (SMULL/SMLAL pair products).
+ * The template is quant_k_arm_q.h; contract in quant_k_isa.h. */
+#define KA_INL static inline __attribute__((always_inline))
+static inline int32_t kzk_dot32_neon(int8x16_t w0, int8x16_t w1, int8x16_t a0, int8x16_t a1) {
+    int16x8_t p = vmull_s8(vget_low_s8(w0), vget_low_s8(a0));
+    p = vmlal_s8(p, vget_high_s8(w0), vget_high_s8(a0));
+    int16x8_t q = vmull_s8(vget_low_s8(w1), vget_low_s8(a1));
+    q = vmlal_s8(q, vget_high_s8(w1), vget_high_s8(a1));
+    return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p), q));
+}
+#define KA_DOT32(w0, w1, a0, a1) kzk_dot32_neon(w0, w1, a0, a1)
+#define KA(name) kq_##name##_neon
+#define KA_EXPORT(name) kz_neon_##name
+#include "matmul/arm/kquant_tmpl.h"
+
+/* ======== Q2_K / Q3_K / IQ4_XS ======== */
+/* NEON (baseline AArch64) Q2_K / Q3_K / IQ4_XS dots: 16 int8 products via vmull_s8 (each
+ * |w*a| <= 127*128, a pair <= 32512: exact in int16), widened pairwise to int32. */
+static inline int32_t k2_neon_dot16(int8x16_t w, int8x16_t a) {
+    const int16x8_t p = vaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(a)), vmull_high_s8(w, a));
+    return vaddvq_s32(vpaddlq_s16(p));
+}
+#define K2(nm) kz_neon_##nm
+#define K2_DOT16(w, a) k2_neon_dot16(w, a)
+#include "matmul/arm/kquant2_tmpl.h"
+
 #else
-typedef int kz_quant_arm_unused; /* not AArch64: nothing to build */
+typedef int kz_matmul_arm_neon_unused; /* not AArch64: nothing to build */
 #endif

@@ -6,13 +6,6 @@
  * partials fit int32), then the float chain of quant_k_isa.h per (row, token) pair, so every
  * result equals the scalar reference bit for bit whatever the tile. */
 
-/* sum of the 8 int32 lanes */
-KX_TGT KZ_INL int32_t KX(hsum)(__m256i v) {
-    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-    return _mm_cvtsi128_si32(h);
-}
 KX_TGT KZ_INL int32_t KX(hsum4)(__m128i h) {
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
@@ -67,7 +60,7 @@ KX_TGT KZ_INL void KX(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, 
         acc = KX(madd_acc)(acc, _mm256_maddubs_epi16(lo, a0), s0);
         acc = KX(madd_acc)(acc, _mm256_maddubs_epi16(hi, a1), s1);
     }
-    *sumi = KX(hsum)(acc);
+    *sumi = x86_hsum_epi32(acc);
     const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(a + 260)),
                                       _mm_loadu_si128((const __m128i *)(a + 276))); /* pair sums <= 4064 */
     *summ = KX(hsum4)(_mm_madd_epi16(m16, bs));
@@ -104,7 +97,7 @@ KX_TGT KZ_INL int32_t KX(sb_q6)(const uint8_t *x, const uint8_t *a) {
         }
     }
     const __m256i bias = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s8), _mm256_loadu_si256((const __m256i *)(a + 260)));
-    return KX(hsum)(acc) - 32 * KX(hsum)(bias);
+    return x86_hsum_epi32(acc) - 32 * x86_hsum_epi32(bias);
 }
 
 KX_TGT KZ_INL float KX(dot_q45)(const int q5, int64_t nb, const uint8_t *x, const uint8_t *a) {
@@ -156,7 +149,7 @@ KX_TGT KZ_INL void KX(sb_q45_x4)(const int q5, const uint8_t *x, const uint8_t *
         }
     }
     for (int k = 0; k < 4; k++) {
-        sumi[k] = KX(hsum)(acc[k]);
+        sumi[k] = x86_hsum_epi32(acc[k]);
         const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(a[k] + 260)),
                                           _mm_loadu_si128((const __m128i *)(a[k] + 276)));
         summ[k] = KX(hsum4)(_mm_madd_epi16(m16, bs));
@@ -197,7 +190,7 @@ KX_TGT KZ_INL void KX(sb_q6_x4)(const uint8_t *x, const uint8_t *const a[4], int
     const __m256i s16 = _mm256_cvtepi8_epi16(s8);
     for (int k = 0; k < 4; k++) {
         const __m256i bias = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)(a[k] + 260)));
-        sumi[k] = KX(hsum)(acc[k]) - 32 * KX(hsum)(bias);
+        sumi[k] = x86_hsum_epi32(acc[k]) - 32 * x86_hsum_epi32(bias);
     }
 }
 
