@@ -10,32 +10,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "sys/cpu.h"
 #include "sys/fp16.h"
-#include "matmul/quant.h"
+#include "matmul/block.h"
 #include "matmul/ref/ref.h"
 #include "matmul/ref/act.h"
 #include "model/types.h"
-
-static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[1] = (uint8_t)(v >> 8); }
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-
-/* round half to even through the 1.5*2^23 trick of ggml's nearest_int, valid for |v| <= 2^22;
- * NaN or out-of-range inputs give some value that the callers clamp (no UB either way) */
-static inline int nearest_int(float v) {
-    float f = v + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-static inline int8_t round_away_clamp(float v) { /* roundf, NaN -> 0 */
-    if (!(v == v)) return 0;
-    float r = roundf(v);
-    if (r > 127.0f) r = 127.0f;
-    if (r < -127.0f) r = -127.0f;
-    return (int8_t)r;
-}
 
 size_t kz_ref_quant_q8_1(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
@@ -51,7 +30,7 @@ size_t kz_ref_quant_q8_1(const float *src, void *dst, int64_t n) {
         int8_t *qs = (int8_t *)(b + 4);
         int sum = 0;
         for (int j = 0; j < 32; j++) {
-            qs[j] = round_away_clamp(x[j] * id);
+            qs[j] = q8_round(x[j] * id);
             sum += qs[j];
         }
         wr16(b, kz_f32_to_fp16(d));

@@ -12,24 +12,13 @@
     float kz_ref_dot_##t(const void *w, const void *a, int64_t n);                                \
     void kz_ref_gemm_##t(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, \
                          int64_t nt, float *y, int64_t ldy);
-KZ_REF_DECL(f32) KZ_REF_DECL(f16) KZ_REF_DECL(bf16) KZ_REF_DECL(q8_0) KZ_REF_DECL(q4_0) /* quant.c */
-KZ_REF_DECL(q4_1) KZ_REF_DECL(q5_0) KZ_REF_DECL(q5_1) KZ_REF_DECL(iq4_nl)               /* quant_legacy.c */
-KZ_REF_DECL(q4_K) KZ_REF_DECL(q5_K) KZ_REF_DECL(q6_K)                                   /* quant_k.c */
-KZ_REF_DECL(q2_K) KZ_REF_DECL(q3_K) KZ_REF_DECL(iq4_xs)                                 /* quant_k2.c */
-/* activation-only types (quant_act.c): no weight dot */
+KZ_REF_DECL(f32) KZ_REF_DECL(f16) KZ_REF_DECL(bf16)                                            /* float.c */
+KZ_REF_DECL(q8_0) KZ_REF_DECL(q4_0) KZ_REF_DECL(q4_1) KZ_REF_DECL(q5_0) KZ_REF_DECL(q5_1) KZ_REF_DECL(iq4_nl) /* b32.c */
+KZ_REF_DECL(q2_K) KZ_REF_DECL(q3_K) KZ_REF_DECL(q4_K) KZ_REF_DECL(q5_K) KZ_REF_DECL(q6_K) KZ_REF_DECL(iq4_xs) /* kquant.c */
+/* activation-only types (act.c): no weight dot */
 void kz_ref_dequant_q8_1(const void *src, float *dst, int64_t n);
 size_t kz_ref_quant_q8_1(const float *src, void *dst, int64_t n);
 void kz_ref_dequant_q8_K(const void *src, float *dst, int64_t n);
 size_t kz_ref_quant_q8_K(const float *src, void *dst, int64_t n);
 
-/* The scalar gemm of every type: one reference dot per element, rows outer (each weight row
- * read once). Defines name(...) with the kz_gemm_fn signature. */
-#define KZ_SCALAR_GEMM(name, dot)                                                                 \
-    void name(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, \
-              float *y, int64_t ldy) {                                                            \
-        for (int64_t r = 0; r < nr; r++)                                                          \
-            for (int64_t t = 0; t < nt; t++)                                                      \
-                y[t * ldy + r] = dot((const uint8_t *)w + (size_t)r * ws,                         \
-                                     (const uint8_t *)a + (size_t)t * as, n);                     \
-    }
 #endif
