@@ -30,7 +30,7 @@
 #define MM_TB 64
 /* row block of the lane-per-row Q4_0 kernels (AVX-512 VNNI, row or packed layout): they derive
  * per-(token, block) activation sums once per call and reuse them over every 16-row group of
- * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2; +10 % measured) */
+ * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2) */
 #define MM_RB_LANE 256
 
 /* after a one-token Q8_0 activation row: its per-block terms for the packed GEMV (kz_gemv_q4_0_16x4),
@@ -49,7 +49,7 @@ typedef struct {
     const kz_qtraits *wt, *at;
     const kz_wmat *w;
     const float *x;
-    const float *x2; /* non-NULL: the rows quantised are kz_swiglu(x, x2) (kz_matmul_swiglu) */
+    const float *x2; /* non-NULL: the rows quantised are kz_swiglu(x, x2) (kz_mm.swiglu) */
     int n_tok;
     const uint8_t *act; /* n_tok rows of act_rb bytes */
     size_t act_rb;
@@ -157,7 +157,7 @@ typedef struct {
     int n_runs;
     int act_in_dispatch;                 /* one token: X quantised at the start of the dispatch (else before it) */
     int64_t act_total;          /* quantisation chunks of all quantising matrices */
-    int argmax;                  /* kz_matmul_argmax: threads track the first maximum of the rows they write */
+    int argmax;                  /* kz_mm.argmax: threads track the first maximum of the rows they write */
     _Atomic uint64_t best;       /* the largest argmax_key of any thread, 0: no element above -inf yet */
     kz_phase act_done;               /* quantisation chunks finished */
     const kz_mm_pre *pre;        /* run by thread 0 at the start of a dispatch that quantises X in it */
@@ -180,10 +180,7 @@ static uint64_t argmax_key(float v, int64_t i) {
 
 /* packed rows go in 16-row groups, so a split unit never straddles a group; in the units the
  * one-token GEMV asks for (kz_gemv_q4_0_16x4: two groups where it streams them side by side, so a call
- * holds whole pairs; the last unit of an odd group count is one group). Xeon host of 2026-12-05,
- * `kazeia bench --matmuls 40` rounds alternating with 16-row units in one process (a scratch
- * switch, as in quant_x86.c's LANE_PF_PAIR note): 4B +0.45 points median, 0.8B +0.76 (14 of 20
- * rounds ahead each). */
+ * holds whole pairs; the last unit of an odd group count is one group). */
 static int64_t unit_rows(const mm_task *t) {
     if (!t->gemm16) return MM_ROW_UNIT;
     return t->gv.gemv ? t->gv.unit_rows : 16;
@@ -353,7 +350,7 @@ size_t kz_matmul_work_bytes(const kz_mm *mm) {
     return sum;
 }
 
-/* kz_matmul_multi; argmax: (one token, one matrix) returns kz_matmul_argmax's index, else 0 */
+/* kz_matmul over arrays; argmax (one token, one matrix): returns the index kz_mm.argmax asks for, else 0 */
 static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, const float *x2,
                             int n_tok, float *const *y, const int64_t *ldy, void *work, const atomic_int *abort,
                             int argmax, const kz_mm_pre *pre) {
@@ -439,9 +436,7 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
     if (mt.act_in_dispatch) {
         /* one token: the threads quantise X at the start of the dispatch, each its own even
          * share first (after a parallel step split the same way, the part it wrote itself),
-         * instead of the caller alone before it while the others wait: that took 0.46 ms of a
-         * 4B decode step on the Xeon host of 2026-12-05 (3.6 us a dispatch; 2.3 us for a row
-         * of 2560 that the quantiser takes 0.9 us in a loop on hot data) */
+         * instead of the caller alone before it while the others wait */
         for (int i = 0; i < mt.n; i++) mt.act_total += mt.t[i].n_chunk;
         mt.pre = pre;
         atomic_init(&mt.pre_done, 0);

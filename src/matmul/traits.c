@@ -8,9 +8,6 @@
 #include <stddef.h>
 
 #include "matmul/kernels.h"
-#include "matmul/quant_k2_isa.h"
-#include "matmul/quant_k_isa.h"
-#include "matmul/quant_legacy_isa.h"
 #include "matmul/ref/ref.h"
 #include "model/types.h"
 #include "sys/cpu.h"
@@ -113,13 +110,9 @@ const kz_qtraits *kz_qtraits_get(uint32_t type) { return kz_qtraits_get_isa((int
 
 kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get_isa(int isa) {
 #if defined(__x86_64__)
-    /* The decode GEMV's software prefetch (quant_x86.c: LANE_PF into L1, LANE_PF2 into L2), a speed
-     * choice only (same bits): on the AMD Zen 4 host of 2026-12-04 one thread's GEMV over 1 GB of
-     * packed rows ran 25-29 GB/s with the 2 KiB one against 30-34 without (6 interleaved rounds),
-     * the 4B decode at -t 1 9.15 vs 9.89 t/s (mean of 8 interleaved pairs), equal medians at -t 2;
-     * on the Xeons (earlier sessions, and the one of 2026-12-04 with the two distances: products
-     * at 96-99 % of the read samples, 65 % without any prefetch) it is needed. So it is off on
-     * AMD only. */
+    /* The decode GEMV's software prefetch (x86/b32.c, LANE_PF) is a speed choice only (same
+     * bits): Intel cores need it to keep enough lines in flight, AMD cores ran slower with it
+     * (docs/PERFORMANCE.md), so it is off on AMD. */
     if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512))
         return kz_cpu_features_get()->amd ? kz_avx512_gemm_q4_0_16x4_nopf : kz_avx512_gemm_q4_0_16x4;
 #endif
@@ -142,7 +135,7 @@ kz_gemv_q4_0_16x4 kz_gemv_q4_0_16x4_get_isa(int isa) {
         const int amd = kz_cpu_features_get()->amd;
         g.prep = kz_avx512_q8_0_corr;
         g.gemv = amd ? kz_avx512_gemv_q4_0_16x4_nopf : kz_avx512_gemv_q4_0_16x4;
-        g.unit_rows = amd ? 16 : 32; /* the prefetching GEMV pairs its groups (quant_x86.c) */
+        g.unit_rows = amd ? 16 : 32; /* the prefetching GEMV pairs its groups (x86/b32.c) */
     }
 #endif
     (void)isa;

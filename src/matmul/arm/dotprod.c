@@ -3,31 +3,16 @@
  * hands its kernels out only where cpu.c found asimddp. Contracts: kernels.h. */
 
 #include "matmul/kernels.h"
-#include "matmul/quant_legacy_isa.h"
-#include "matmul/quant_k_isa.h"
-#include "matmul/quant_k2_isa.h"
 
 #if defined(__aarch64__)
-#include <arm_neon.h>
-
-#include "sys/fp16.h"
-
-/* the float part of the integer kernels must round like the reference (product, then add):
- * no contraction into FMADD, whatever the build flags */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "matmul/arm/simd.h"
 
 #if !defined(__ARM_FEATURE_DOTPROD)
 #error "dotprod.c needs -march=armv8.2-a+dotprod (see the Makefile)"
 #endif
 
 /* ======== Q8_0 / Q4_0 ======== */
-/* AArch64 SDOT (FEAT_DotProd) integer dots: the quant_arm_q.h template with vdotq_s32. The
- * Makefile builds this file with -march=armv8.2-a+dotprod; dispatch calls it only when the CPU
- * reports asimddp. Bit-identical to the scalar reference (see quant_arm_q.h). */
+/* arm/b32_tmpl.h with vdotq_s32 block dots */
 #define AQ(name) name##_dotprod
 #define AQ_EXPORT(name) kz_dotprod_##name
 #define AQ_SDOT 1
@@ -38,25 +23,21 @@
 #undef AQ_SDOT
 
 /* ======== Q4_1 / Q5_0 / Q5_1 / IQ4_NL ======== */
-/* AArch64 SDOT (FEAT_DotProd) kernels for Q4_1 / Q5_0 / Q5_1 / IQ4_NL: quant_legacy_arm_q.h with
- * vdotq_s32. The Makefile builds quant_*_dot.c with -march=armv8.2-a+dotprod; the dispatch
- * calls it only when the CPU reports asimddp (levels dotprod and i8mm). */
+/* arm/b32_legacy_tmpl.h with vdotq_s32 block dots */
 #define LA(name) legacy_##name##_dotprod
 #define LA_EXPORT(name) kz_dotprod_##name
 #define LA_SDOT 1
 #include "matmul/arm/b32_legacy_tmpl.h"
 
 /* ======== Q4_K / Q5_K / Q6_K ======== */
-/* AArch64 kernels for Q4_K / Q5_K / Q6_K x Q8_K: SDOT (built with +dotprod by the Makefile; called only where cpu.c found FEAT_DotProd).
- * The template is quant_k_arm_q.h; contract in quant_k_isa.h. */
-#define KA_INL static inline __attribute__((always_inline))
+/* arm/kquant_tmpl.h with SDOT */
 #define KA_DOT32(w0, w1, a0, a1) vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, a0), w1, a1))
 #define KA(name) kq_##name##_dotprod
 #define KA_EXPORT(name) kz_dotprod_##name
 #include "matmul/arm/kquant_tmpl.h"
 
 /* ======== Q2_K / Q3_K / IQ4_XS ======== */
-/* SDOT (FEAT_DotProd) Q2_K / Q3_K / IQ4_XS dots; built with +dotprod by the Makefile. */
+/* arm/kquant2_tmpl.h with SDOT */
 #define K2(nm) kz_dotprod_##nm
 #define K2_DOT16(w, a) vaddvq_s32(vdotq_s32(vdupq_n_s32(0), (w), (a)))
 #include "matmul/arm/kquant2_tmpl.h"
@@ -76,12 +57,10 @@
  * and vdotq_laneq_s32 with lane j of the activation's 16 low (high) bytes adds each row's
  * 4-element partial dot into its own int32 lane: no horizontal sums, and the 16 rows' scales
  * are one contiguous load. Unsigned nibbles with the -8 * sum(a) correction, float part per
- * lane as the reference (quant_arm_p16_q.h), so every output equals the scalar Q4_0 x Q8_0
+ * lane as the reference (arm/q4_0_16x4_tmpl.h), so every output equals the scalar Q4_0 x Q8_0
  * vec_dot bit for bit.
  *   decode (1 token): 16 rows per step, streaming each group's blocks once;
- *   prefill: register tile 8 rows x 4 tokens, each weight block decoded once per tile.
- * The Makefile builds this file with -march=armv8.2-a+dotprod; dispatch calls it only when the
- * CPU reports asimddp. */
+ *   prefill: register tile 8 rows x 4 tokens, each weight block decoded once per tile. */
 #include "matmul/arm/q4_0_16x4_tmpl.h"
 
 /* one dword j (a literal: the SDOT lane) of one block, rows 4k..4k+3 for k < 4 */
@@ -98,21 +77,21 @@
 /* one activation row against nr (a multiple of 16) packed rows */
 static void q16x4_gemv(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y) {
     const uint8x16_t m = vdupq_n_u8(15);
-    int32_t corr[P16_CH];
-    float dact[P16_CH];
-    for (int64_t b0 = 0; b0 < nb; b0 += P16_CH) {
-        const int nbc = nb - b0 < P16_CH ? (int)(nb - b0) : P16_CH;
+    int32_t corr[Q16X4_CH];
+    float dact[Q16X4_CH];
+    for (int64_t b0 = 0; b0 < nb; b0 += Q16X4_CH) {
+        const int nbc = nb - b0 < Q16X4_CH ? (int)(nb - b0) : Q16X4_CH;
         for (int b = 0; b < nbc; b++) {
             corr[b] = q16x4_corr(a + (size_t)(b0 + b) * 34);
             dact[b] = kz_fp16_to_f32(ld16(a + (size_t)(b0 + b) * 34));
         }
         for (int64_t g = 0; g < nr / 16; g++) {
-            const uint8_t *p = pk + ((size_t)g * (size_t)nb + (size_t)b0) * P16_BB;
+            const uint8_t *p = pk + ((size_t)g * (size_t)nb + (size_t)b0) * Q16X4_BB;
             float *yg = y + 16 * g;
             float32x4_t acc[4];
             KZ_UNROLL(4)
             for (int k = 0; k < 4; k++) acc[k] = b0 ? vld1q_f32(yg + 4 * k) : vdupq_n_f32(0.0f);
-            for (int b = 0; b < nbc; b++, p += P16_BB) {
+            for (int b = 0; b < nbc; b++, p += Q16X4_BB) {
                 const uint8_t *ab = a + (size_t)(b0 + b) * 34;
                 const int8x16_t alo = vld1q_s8((const int8_t *)(ab + 2)), ahi = vld1q_s8((const int8_t *)(ab + 18));
                 int32x4_t s[4];
@@ -150,15 +129,15 @@ static void q16x4_gemv(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t 
     } while (0)
 
 /* 8 rows (p: the first block, already offset to the half-group) x 4 tokens over nbc blocks;
- * acc[2 t + k] = rows 4k..4k+3 of token t. corr/dact: [b * P16_TG + t], t from the tile's
+ * acc[2 t + k] = rows 4k..4k+3 of token t. corr/dact: [b * Q16X4_TG + t], t from the tile's
  * first token. */
 static __attribute__((noinline)) void q16x4_tile8x4(int nbc, const uint8_t *p, const uint8_t *dwp, const uint8_t *const ap[4],
                         const int32_t *corr, const float *dact, float32x4_t acc[8]) {
     const uint8x16_t m = vdupq_n_u8(15);
     /* accumulators as locals (an array reached through the pointer is kept in memory) */
     float32x4_t c0 = acc[0], c1 = acc[1], c2 = acc[2], c3 = acc[3], c4 = acc[4], c5 = acc[5], c6 = acc[6], c7 = acc[7];
-    for (int b = 0; b < nbc; b++, p += P16_BB, dwp += P16_BB) {
-        const int32x4_t cv = vld1q_s32(corr + b * P16_TG);
+    for (int b = 0; b < nbc; b++, p += Q16X4_BB, dwp += Q16X4_BB) {
+        const int32x4_t cv = vld1q_s32(corr + b * Q16X4_TG);
         int32x4_t s[2][4];
         s[0][0] = s[1][0] = vdupq_laneq_s32(cv, 0);
         s[0][1] = s[1][1] = vdupq_laneq_s32(cv, 1);
@@ -179,7 +158,7 @@ static __attribute__((noinline)) void q16x4_tile8x4(int nbc, const uint8_t *p, c
         TL_DW(3, 1);
         const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(dwp));
         const float32x4_t dw0 = vcvt_f32_f16(vget_low_f16(h)), dw1 = vcvt_high_f32_f16(h);
-        const float32x4_t da = vld1q_f32(dact + b * P16_TG);
+        const float32x4_t da = vld1q_f32(dact + b * Q16X4_TG);
         c0 = vaddq_f32(c0, vmulq_f32(vcvtq_f32_s32(s[0][0]), vmulq_laneq_f32(dw0, da, 0)));
         c1 = vaddq_f32(c1, vmulq_f32(vcvtq_f32_s32(s[1][0]), vmulq_laneq_f32(dw1, da, 0)));
         c2 = vaddq_f32(c2, vmulq_f32(vcvtq_f32_s32(s[0][1]), vmulq_laneq_f32(dw0, da, 1)));

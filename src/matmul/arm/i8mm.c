@@ -4,22 +4,9 @@
  * found i8mm and asimddp. Contracts: kernels.h. */
 
 #include "matmul/kernels.h"
-#include "matmul/quant_legacy_isa.h"
-#include "matmul/quant_k_isa.h"
-#include "matmul/quant_k2_isa.h"
 
 #if defined(__aarch64__)
-#include <arm_neon.h>
-
-#include "sys/fp16.h"
-
-/* the float part of the integer kernels must round like the reference (product, then add):
- * no contraction into FMADD, whatever the build flags */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "matmul/arm/simd.h"
 
 #if !defined(__ARM_FEATURE_MATMUL_INT8)
 #error "i8mm.c needs -march=armv8.2-a+dotprod+i8mm (see the Makefile)"
@@ -28,9 +15,7 @@
 /* ======== Q8_0 / Q4_0 ======== */
 /* AArch64 SMMLA (FEAT_I8MM) GEMM for Q8_0 / Q4_0 x Q8_0: 4 weight rows x 4 tokens per register
  * tile, as four 2x2 SMMLA sub-tiles (each vmmlaq_s32 is a 2x8 by 8x2 int8 product, 32 MACs).
- * Decode (1 token) and token leftovers go to the SDOT kernels. The Makefile builds this file
- * with -march=armv8.2-a+dotprod+i8mm; dispatch calls it only when the CPU reports i8mm and
- * asimddp.
+ * Decode (1 token) and token leftovers go to the SDOT kernels.
  *
  * Exactness: each 2x2 result lane is the exact integer block dot of one (row, token) pair;
  * the float part is the scalar reference's, lane by lane (no FMA), so results are bit-identical
@@ -128,9 +113,9 @@ void kz_i8mm_gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t nr, const vo
 /* ======== Q4_1 / Q5_0 / Q5_1 / IQ4_NL ======== */
 /* AArch64 SMMLA (FEAT_I8MM) gemm for Q4_1 / Q5_0 / Q5_1 / IQ4_NL: tiles of 2 weight rows x 2
  * tokens, 4 SMMLA per 32-element block give the four exact int32 block dots at once; each
- * (row, token) then takes the scalar reference's float step (quant_legacy_arm_q.h), so every
+ * (row, token) then takes the scalar reference's float step (arm/b32_legacy_tmpl.h), so every
  * element equals the dotprod / scalar vec_dot bit for bit. Odd rows / tokens use the dotprod
- * decode + dot. Built with -march=armv8.2-a+dotprod+i8mm by the Makefile. */
+ * decode + dot. */
 #define LA(name) legacy_##name##_i8mm
 #define LA_SDOT 1
 #define LA_NO_EXPORT 1
@@ -189,9 +174,9 @@ I8_DEF(iq4_nl, 3)
 /* AArch64 SMMLA (FEAT_I8MM) GEMM for Q4_K / Q5_K / Q6_K x Q8_K: 2 weight rows x 2 tokens per
  * tile; per super-block both rows are decoded to int8 codes (element order; Q6_K as q - 32),
  * each SMMLA adds the 2x2 dots of 8 elements, sub-block (Q4_K/Q5_K: 32, Q6_K: 16) results are
- * scaled in int32 with the rows' scales, then the float chain of quant_k_isa.h per pair. Integer
+ * scaled in int32 with the rows' scales, then the float chain of kernels.h per pair. Integer
  * sums are exact, so every element equals the scalar reference (and the dotprod vec_dot, used
- * for the GEMV and leftovers) bit for bit. Built with +dotprod+i8mm by the Makefile. */
+ * for the GEMV and leftovers) bit for bit. */
 /* int8 codes of one super-block in element order: Q4_K/Q5_K unsigned 0..31, Q6_K q - 32 */
 static inline void decode_q45(const int q5, const uint8_t *x, int8_t *q) {
     const uint8_t *qs = x + (q5 ? 48 : 16);
@@ -347,16 +332,15 @@ void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const vo
 
 /* ======== Q4_0 in the q4_0_16x4 layout ======== */
 /* AArch64 SMMLA (FEAT_I8MM) prefill over the 16-row packed Q4_0 layout (kz_repack_q4_0_16x4), the
- * packed kernel of the i8mm level; decode (1 token) is the SDOT one (quant_arm_p16_dot.c).
+ * packed kernel of the i8mm level; decode (1 token) is the SDOT one (arm/dotprod.c).
  * Register tile 8 rows x 4 tokens as 4 row pairs x 2 token pairs, each a 2x2 SMMLA result
  * (lanes (r0,t0) (r0,t1) (r1,t0) (r1,t1)). Operands come straight from the packed dwords:
  * vzip1q_u32 / vzip2q_u32 of the 4-row registers of dwords j and j+1 (j = 0, 2) give rows
  * (0,1) / (2,3) x 8 consecutive bytes, i.e. after the nibble split 2 rows x 8 consecutive
  * elements (4j..4j+7 low, 16+4j.. high); the activations' matching operand is a 64-bit zip of
  * two tokens' 8-byte runs. Unsigned nibbles with the -8 * sum(a) correction as
- * the accumulators' start, float part per lane as the reference (quant_arm_p16_q.h), so every
- * output equals the scalar vec_dot bit for bit. The Makefile builds this file with
- * -march=armv8.2-a+dotprod+i8mm; dispatch calls it only when the CPU reports i8mm and asimddp. */
+ * the accumulators' start, float part per lane as the reference (arm/q4_0_16x4_tmpl.h), so every
+ * output equals the scalar vec_dot bit for bit. */
 #include "matmul/arm/q4_0_16x4_tmpl.h"
 
 /* one row pair: w (2 rows x bytes 8jp.. of dwords (0,1) / (2,3)) split into the 4 operands
@@ -392,14 +376,14 @@ void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const vo
     } while (0)
 
 /* 8 rows (p: the block's half group) x 4 tokens over nbc blocks; acc[2 rp + tp] = rows 2rp,
- * 2rp+1 x tokens 2tp, 2tp+1 (SMMLA lane order). corr/dact: [b * P16_TG + t] from the tile's
+ * 2rp+1 x tokens 2tp, 2tp+1 (SMMLA lane order). corr/dact: [b * Q16X4_TG + t] from the tile's
  * first token. */
 static __attribute__((noinline)) void mm_tile8x4(int nbc, const uint8_t *p, const uint8_t *dwp, const uint8_t *const ap[4],
                        const int32_t *corr, const float *dact, float32x4_t acc[8]) {
     const uint8x16_t m = vdupq_n_u8(15);
     /* accumulators as locals (an array reached through the pointer is kept in memory) */
     float32x4_t c0 = acc[0], c1 = acc[1], c2 = acc[2], c3 = acc[3], c4 = acc[4], c5 = acc[5], c6 = acc[6], c7 = acc[7];
-    for (int b = 0; b < nbc; b++, p += P16_BB, dwp += P16_BB) {
+    for (int b = 0; b < nbc; b++, p += Q16X4_BB, dwp += Q16X4_BB) {
         /* activation operands x[tp][c]: tokens 2tp, 2tp+1 x elements 8c..8c+7 */
         int8x16_t x[2][4];
         KZ_UNROLL(2)
@@ -414,10 +398,10 @@ static __attribute__((noinline)) void mm_tile8x4(int nbc, const uint8_t *p, cons
             x[tp][2] = vreinterpretq_s8_s64(vzip1q_s64(h0, h1));
             x[tp][3] = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
         }
-        const int32x4_t cv = vld1q_s32(corr + b * P16_TG);
+        const int32x4_t cv = vld1q_s32(corr + b * Q16X4_TG);
         const int32x4_t c01 = vcombine_s32(vget_low_s32(cv), vget_low_s32(cv));
         const int32x4_t c23 = vcombine_s32(vget_high_s32(cv), vget_high_s32(cv));
-        const float32x4_t da = vld1q_f32(dact + b * P16_TG);
+        const float32x4_t da = vld1q_f32(dact + b * Q16X4_TG);
         const float32x4_t da01 = vcombine_f32(vget_low_f32(da), vget_low_f32(da));
         const float32x4_t da23 = vcombine_f32(vget_high_f32(da), vget_high_f32(da));
         const float16x8_t hw = vreinterpretq_f16_u8(vld1q_u8(dwp));

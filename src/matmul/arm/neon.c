@@ -4,34 +4,14 @@
  * out only where cpu.c found the feature. Contracts: kernels.h. */
 
 #include "matmul/kernels.h"
-#include "matmul/quant_legacy_isa.h"
-#include "matmul/quant_k_isa.h"
-#include "matmul/quant_k2_isa.h"
 
 #if defined(__aarch64__)
-#include <arm_neon.h>
-
-#include "sys/fp16.h"
-
-/* the float part of the integer kernels must round like the reference (product, then add):
- * no contraction into FMADD, whatever the build flags */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "matmul/arm/simd.h"
 
 /* ======== F32 / F16 / BF16, Q8_0 / Q4_0 ======== */
-/* AArch64 baseline NEON kernels (Advanced SIMD is mandatory in AArch64, so this file needs no
- * extra flags): activation quantizers, float dots, and the integer dots without SDOT. The
- * dotprod and i8mm variants live in quant_arm_dot.c / quant_arm_i8mm.c, which the Makefile
- * builds with the matching -march; dispatch (quant.c via cpu.c) calls them only where the CPU
- * has the feature.
- *
- * Contracts (quant_isa.h): activation quantizers give the reference bytes; integer dots are
- * bit-identical to the scalar reference; float dots sum 4-lane float partials over chunks of
- * 128 elements, flush each chunk into double and round once (gemm == dot bit for bit). */
-/* The float part of the integer kernels must round like the reference (product, then add). */
+/* Activation quantizers give the reference bytes; float dots sum 4-lane float partials over
+ * chunks of 128 elements, flush each chunk into double and round once (gemm == dot bit for bit);
+ * the integer dots are the arm/b32_tmpl.h template with vmull_s8 block dots. */
 
 #define AQ(name) name##_neon
 #define AQ_EXPORT(name) kz_neon_##name
@@ -208,27 +188,7 @@ KZ_INL void ftile(const int k, const int R, const int T, int64_t n, const uint8_
         }
 }
 
-KZ_INL void fgemm(const int k, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
-                  int64_t nt, float *y, int64_t ldy) {
-    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-        const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
-        const uint8_t *wp[4];
-        for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-        int64_t t0 = 0;
-        float out[8];
-        for (; t0 + 2 <= nt; t0 += 2) {
-            const uint8_t *ap[2] = { a + (size_t)t0 * as, a + (size_t)(t0 + 1) * as };
-            ftile(k, 4, 2, n, wp, ap, out);
-            for (int t = 0; t < 2; t++)
-                for (int r = 0; r < nv; r++) y[(t0 + t) * ldy + r0 + r] = out[t * 4 + r];
-        }
-        if (t0 < nt) {
-            const uint8_t *ap[1] = { a + (size_t)t0 * as };
-            ftile(k, 4, 1, n, wp, ap, out);
-            for (int r = 0; r < nv; r++) y[t0 * ldy + r0 + r] = out[r];
-        }
-    }
-}
+KZ_TILE_GEMM_4X2(, fgemm, ftile)
 
 #define FKERNELS(name, k)                                                                          \
     float kz_neon_dot_##name(const void *w, const void *a, int64_t n) {                            \
@@ -246,17 +206,14 @@ FKERNELS(f16, K_F16)
 FKERNELS(bf16, K_BF16)
 
 /* ======== Q4_1 / Q5_0 / Q5_1 / IQ4_NL ======== */
-/* AArch64 baseline NEON kernels for Q4_1 / Q5_0 / Q5_1 / IQ4_NL (quant_legacy_arm_q.h with
- * vmull_s8 block dots). Bit-identical to the scalar reference of quant_legacy.c. */
+/* arm/b32_legacy_tmpl.h with vmull_s8 block dots */
 #define LA(name) legacy_##name##_neon
 #define LA_EXPORT(name) kz_neon_##name
 #define LA_SDOT 0
 #include "matmul/arm/b32_legacy_tmpl.h"
 
 /* ======== Q4_K / Q5_K / Q6_K ======== */
-/* AArch64 kernels for Q4_K / Q5_K / Q6_K x Q8_K: baseline NEON (SMULL/SMLAL pair products).
- * The template is quant_k_arm_q.h; contract in quant_k_isa.h. */
-#define KA_INL static inline __attribute__((always_inline))
+/* arm/kquant_tmpl.h with SMULL/SMLAL pair products */
 static inline int32_t kzk_dot32_neon(int8x16_t w0, int8x16_t w1, int8x16_t a0, int8x16_t a1) {
     int16x8_t p = vmull_s8(vget_low_s8(w0), vget_low_s8(a0));
     p = vmlal_s8(p, vget_high_s8(w0), vget_high_s8(a0));
@@ -270,8 +227,8 @@ static inline int32_t kzk_dot32_neon(int8x16_t w0, int8x16_t w1, int8x16_t a0, i
 #include "matmul/arm/kquant_tmpl.h"
 
 /* ======== Q2_K / Q3_K / IQ4_XS ======== */
-/* NEON (baseline AArch64) Q2_K / Q3_K / IQ4_XS dots: 16 int8 products via vmull_s8 (each
- * |w*a| <= 127*128, a pair <= 32512: exact in int16), widened pairwise to int32. */
+/* arm/kquant2_tmpl.h with 16 int8 products via vmull_s8 (each |w*a| <= 127*128, a pair <=
+ * 32512: exact in int16), widened pairwise to int32 */
 static inline int32_t k2_neon_dot16(int8x16_t w, int8x16_t a) {
     const int16x8_t p = vaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(a)), vmull_high_s8(w, a));
     return vaddvq_s32(vpaddlq_s16(p));

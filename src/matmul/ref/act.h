@@ -1,4 +1,4 @@
-/* Activation block types (see quant_act.c): byte layouts, for the weight kernels that
+/* Activation block types (see ref/act.c): byte layouts, for the weight kernels that
  * take them (their quantizers: ref/ref.h). */
 #ifndef KZ_QUANT_ACT_H
 #define KZ_QUANT_ACT_H

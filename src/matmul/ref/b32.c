@@ -22,9 +22,9 @@
 
 #include "sys/fp16.h"
 #include "matmul/block.h"
+#include "matmul/kernels.h"
 #include "matmul/ref/ref.h"
 #include "matmul/ref/act.h"
-#include "matmul/quant_legacy_isa.h"
 #include "model/types.h"
 
 /* reference rounding: product and sum rounded separately (gguf-py, and the formula order) */

@@ -19,16 +19,15 @@
  *           acc += (da * d) * (float)isum
  *   IQ4_XS: isum = sum_ib (ls[ib] - 32) * sum_{i in ib} kv[q_i] a_i
  *           acc += (da * d) * (float)isum
- *   Q4_K / Q5_K / Q6_K: the contract in quant_k_isa.h (kzk_fin_*). */
+ *   Q4_K / Q5_K / Q6_K: the contract in kernels.h (kzk_fin_*). */
 #include <math.h>
 #include <string.h>
 
 #include "sys/fp16.h"
 #include "matmul/block.h"
+#include "matmul/kernels.h"
 #include "matmul/ref/ref.h"
 #include "matmul/ref/act.h"
-#include "matmul/quant_k2_isa.h"
-#include "matmul/quant_k_isa.h"
 #include "model/types.h"
 
 #if defined(__clang__)
@@ -45,7 +44,6 @@
 static inline int16_t act_bsum(const uint8_t *a, int s) { int16_t v; memcpy(&v, a + 260 + 2 * s, 2); return v; }
 
 
-static const int8_t kv_iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 /* ---- element decoders shared by dequant and dot ---- */
 
@@ -102,7 +100,7 @@ void kz_ref_dequant_iq4_xs(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QKK; i++, b += IQ4XS_BYTES, dst += QKK) {
         const float d = h2f(b);
-        for (int e = 0; e < QKK; e++) dst[e] = (d * (float)iq4_ls(b, e / 32)) * (float)kv_iq4[iq4_code(b, e)];
+        for (int e = 0; e < QKK; e++) dst[e] = (d * (float)iq4_ls(b, e / 32)) * (float)kz_iq4nl_values[iq4_code(b, e)];
     }
 }
 
@@ -311,15 +309,15 @@ size_t kz_ref_quant_q3_K(const float *src, void *dst, int64_t n) {
 
 /* nearest codebook index; ties go to the upper neighbour */
 static int iq4_best(float v) {
-    if (v <= kv_iq4[0]) return 0;
-    if (v >= kv_iq4[15]) return 15;
+    if (v <= kz_iq4nl_values[0]) return 0;
+    if (v >= kz_iq4nl_values[15]) return 15;
     int lo = 0, hi = 15;
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (v < kv_iq4[mid]) hi = mid;
+        if (v < kz_iq4nl_values[mid]) hi = mid;
         else lo = mid;
     }
-    return v - kv_iq4[lo] < kv_iq4[hi] - v ? lo : hi;
+    return v - kz_iq4nl_values[lo] < kz_iq4nl_values[hi] - v ? lo : hi;
 }
 
 size_t kz_ref_quant_iq4_xs(const float *src, void *dst, int64_t n) {
@@ -342,22 +340,22 @@ size_t kz_ref_quant_iq4_xs(const float *src, void *dst, int64_t n) {
                 scales[ib] = 0;
                 continue;
             }
-            float d = -mx / kv_iq4[0], id = 1.0f / d, sqx = 0, sq2 = 0;
+            float d = -mx / kz_iq4nl_values[0], id = 1.0f / d, sqx = 0, sq2 = 0;
             for (int j = 0; j < 32; j++) {
                 int l = iq4_best(id * xb[j]);
                 L[32 * ib + j] = (uint8_t)l;
-                float q = kv_iq4[l];
+                float q = kz_iq4nl_values[l];
                 sqx += w[j] * q * xb[j];
                 sq2 += w[j] * q * q;
             }
             d = sq2 > 0 ? sqx / sq2 : 0.0f;
             float best = d * sqx;
             for (int itry = -7; itry <= 7; itry++) {
-                id = ((float)itry + kv_iq4[0]) / mx;
+                id = ((float)itry + kz_iq4nl_values[0]) / mx;
                 sqx = 0;
                 sq2 = 0;
                 for (int j = 0; j < 32; j++) {
-                    float q = kv_iq4[iq4_best(id * xb[j])];
+                    float q = kz_iq4nl_values[iq4_best(id * xb[j])];
                     sqx += w[j] * q * xb[j];
                     sq2 += w[j] * q * q;
                 }
@@ -439,7 +437,7 @@ float kz_ref_dot_iq4_xs(const void *w, const void *a, int64_t n) {
         int32_t isum = 0;
         for (int ib = 0; ib < 8; ib++) {
             int32_t p = 0;
-            for (int e = 32 * ib; e < 32 * ib + 32; e++) p += kv_iq4[iq4_code(x, e)] * q8[e];
+            for (int e = 32 * ib; e < 32 * ib + 32; e++) p += kz_iq4nl_values[iq4_code(x, e)] * q8[e];
             isum += iq4_ls(x, ib) * p;
         }
         acc += (act_d(y) * h2f(x)) * (float)isum;
@@ -666,7 +664,7 @@ size_t kz_ref_quant_q6_K(const float *src, void *dst, int64_t n) {
     return (size_t)(n / KZK_QK) * KZK_Q6_BYTES;
 }
 
-/* ---------------- Q4_K / Q5_K / Q6_K: dot with Q8_K (the reference order of quant_k_isa.h) ---------------- */
+/* ---------------- Q4_K / Q5_K / Q6_K: dot with Q8_K (the reference order of kernels.h) ---------------- */
 
 float kz_ref_dot_q4_K(const void *w, const void *act, int64_t n) {
     const uint8_t *x = w, *a = act;

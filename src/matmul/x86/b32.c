@@ -1,13 +1,10 @@
-/* x86-64 SIMD kernels: AVX2+FMA+F16C, and AVX-512 VNNI integer dots. Every function carries a
- * target attribute, so the file builds in a baseline x86-64 build and the dispatch in quant.c
- * (through cpu.c) decides at run time whether they may be called.
- *
- * Contracts (quant_isa.h): activation quantizers give the reference bytes; integer dots are
+/* x86-64 kernels of the float types and the 32-element block types (Q8_0, Q4_0 with its
+ * q4_0_16x4 layout, Q4_1, Q5_0, Q5_1, IQ4_NL): AVX2+FMA+F16C, and AVX-512 VNNI integer dots.
+ * Contracts (kernels.h): activation quantizers give the reference bytes; integer dots are
  * bit-identical to the scalar reference; float dots sum 8-lane float partials over chunks of
  * 128 elements, flush each chunk into double and round once at the end (each pair the same
  * sequence whatever the tile, so gemm == dot bit for bit). */
 #include "matmul/kernels.h"
-#include "matmul/quant_legacy_isa.h"
 
 #if defined(__x86_64__)
 #include "matmul/x86/simd.h"
@@ -25,26 +22,14 @@
 #define LANE_TG 64  /* tokens per correction group */
 #ifndef LANE_PF
 /* GEMV software prefetch, two distances ahead of the block being read: LANE_PF bytes into L1 (T0)
- * and LANE_PF2 into L2 (T1). Xeon host of 2026-12-04 (2 threads, 4B, `kazeia bench --matmuls 20`,
- * two interleaved rounds, % of the 64-byte-load read samples): T0 2 KiB alone 80.6-81.8 %;
- * + T1 8, 12, 16, 24 KiB 96.2-99.0 %; T0 1 KiB + T1 8 KiB 90.8-91.6 %; T1 alone at 8 or 16 KiB
- * 82.5-88.9 %; T2 16 KiB 84.8-85.2 %; none 64.6 %. One core keeps too few lines in flight with
- * the near prefetch alone (the hardware streamer stops at every 4 KiB page). */
+ * and LANE_PF2 into L2 (T1): one core keeps too few lines in flight with the near prefetch alone
+ * (the hardware streamer stops at every 4 KiB page). Distances: docs/PERFORMANCE.md. */
 #define LANE_PF 2048
 #define LANE_PF2 12288
 #endif
 /* The L1 distance when two groups go side by side (lane_gemv_16x4_body): each stream then moves at
- * half the rate, so the same lead in time is twice the bytes. Xeon host of 2026-12-05, 4B,
- * `kazeia bench --matmuls` with a scratch switch (not kept) alternating the variants round by
- * round in one process, so each pair of rounds sees the same host; 16 rounds each against
- * 2 KiB: 4 KiB +2.6 points median (16 of 16 rounds ahead), 5 KiB +2.3, with the L2 distance at
- * 14 KiB +2.0 to +2.3; 3 KiB +0.8, 1.5 KiB +0.2, the L2 one at 20 KiB -1.1. The decode at
- * depth 0, runs alternating the same way in one `-p 0 -n 128 -r 20`: 91.6 % against 90.9 %
- * median, 9 of 10 pairs ahead. Both leads wrap into the next pair's groups (lane_gemv_16x4_body):
- * without that, the second stream of every pair started cold (its lead had gone into the next
- * pair's first group), 2.2 points on the 4B (16 of 20 rounds) and 2.8 on the 0.8B (26 of 30),
- * whose 1024-wide rows make 9 KiB groups. With the wrap, 3 / 6 KiB and an L2 lead of 8 / 16 KiB
- * were within 0.5 points of these. */
+ * half the rate, so the same lead in time is twice the bytes. Both leads wrap into the next
+ * pair's groups, else the second stream of every pair starts cold. */
 #ifndef LANE_PF_PAIR
 #define LANE_PF_PAIR 4096
 #endif
@@ -225,14 +210,9 @@ T_AVX512 KZ_INL __m512 lane_gemv_blk(__m512 acc, const uint8_t *p, const lane_ac
  * zmm loads + the 16 scales, so no horizontal sum is needed; each thread streams its rows, each
  * group's blocks in one sweep for rows up to LANE_GEMV_NB blocks. With the software prefetch (the
  * Intel path) two adjacent groups go side by side, sharing the activation's loads and shuffles:
- * two streams per thread, ~1 point more of the read bandwidth (Xeon host of 2026-12-05, 4B,
- * `kazeia bench --matmuls`, rounds alternating in one process as in the LANE_PF_PAIR note: +0.85
- * and +1.2 median over 12 pairs each; the decode `-p 512 -n 128 -r 3`, 3 alternations of two
- * builds: 89.3-89.7 % against 87.9-89.0 %), ~2.6 more with their own L1 prefetch distance
- * (LANE_PF_PAIR); four groups, four streams, lost ~1.5 points, and the same pairs interleaved
- * block by block into one stream (a layout change) lost ~1 against two. Without the prefetch
- * (AMD) one group at a time, as measured there before. Per lane the same exact integer block
- * dot and float chain as the reference. */
+ * two streams per thread read faster than one or four (docs/PERFORMANCE.md). Without the
+ * prefetch (AMD) one group at a time. Per lane the same exact integer block dot and float chain
+ * as the reference. */
 T_AVX512 KZ_INL void lane_gemv_16x4_body(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y,
                                      const int32_t *corr_in, const int pf) {
     int32_t corr_buf[LANE_GEMV_NB];
@@ -557,27 +537,7 @@ T_AVX2 KZ_INL void ftile(const int k, const int R, const int T, int64_t n, const
         }
 }
 
-T_AVX2 KZ_INL void fgemm(const int k, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
-                         size_t as, int64_t nt, float *y, int64_t ldy) {
-    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-        const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
-        const uint8_t *wp[4];
-        for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-        int64_t t0 = 0;
-        float out[8];
-        for (; t0 + 2 <= nt; t0 += 2) {
-            const uint8_t *ap[2] = { a + (size_t)t0 * as, a + (size_t)(t0 + 1) * as };
-            ftile(k, 4, 2, n, wp, ap, out);
-            for (int t = 0; t < 2; t++)
-                for (int r = 0; r < nv; r++) y[(t0 + t) * ldy + r0 + r] = out[t * 4 + r];
-        }
-        if (t0 < nt) {
-            const uint8_t *ap[1] = { a + (size_t)t0 * as };
-            ftile(k, 4, 1, n, wp, ap, out);
-            for (int r = 0; r < nv; r++) y[t0 * ldy + r0 + r] = out[r];
-        }
-    }
-}
+KZ_TILE_GEMM_4X2(T_AVX2, fgemm, ftile)
 
 #define FKERNELS(name, k)                                                                          \
     T_AVX2 float kz_avx2_dot_##name(const void *w, const void *a, int64_t n) {                     \

@@ -1,9 +1,8 @@
 /* x86-64 kernels for Q4_K / Q5_K / Q6_K x Q8_K: AVX2 and AVX-512 VNNI (256-bit) variants of
- * one template (quant_k_x86_q.h). Target attributes keep the file buildable in a baseline
+ * one template (x86/kquant_tmpl.h). Target attributes keep the file buildable in a baseline
  * x86-64 build; traits.c hands them out only for levels cpu.c found available. */
-#include "matmul/quant_k2_isa.h"
-#include "matmul/quant_k_isa.h"
 
+#include "matmul/kernels.h"
 #if defined(__x86_64__)
 #include "matmul/x86/simd.h"
 
@@ -29,7 +28,7 @@
 
 
 /* ---------------- Q2_K / Q3_K / IQ4_XS (AVX2; the AVX-512 level uses these too) ---------------- */
-/* AVX2 dots of Q2_K / Q3_K / IQ4_XS with Q8_K (see quant_k2_isa.h for the contract). Each
+/* AVX2 dots of Q2_K / Q3_K / IQ4_XS with Q8_K (see kernels.h for the contract). Each
  * 32-element chunk: weights decoded to int8 w (Q2_K 0..3, Q3_K -4..3, IQ4_XS codebook values),
  * p16 = maddubs(|w|, sign(a, w)) (pairs <= 2*127*127, no saturation), p32 = madd(p16, scale of
  * the chunk's two 16-element halves) summed into int32 lanes: the exact integer isum of the

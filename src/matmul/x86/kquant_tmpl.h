@@ -1,9 +1,9 @@
-/* Q4_K / Q5_K / Q6_K x Q8_K kernels for x86-64, included by quant_k_x86.c once per variant:
+/* Q4_K / Q5_K / Q6_K x Q8_K kernels for x86-64, included by x86/kquant.c once per variant:
  *   KX(name)   suffixes a name with the variant; KX_TGT its target attribute;
  *   KX_VNNI    1: VPDPWSSD fuses the scale multiply-add (AVX512-VNNI, 256-bit); 0: VPMADDWD + VPADDD
  *   KX_EXPORT  prefix of the exported functions.
  * Integer sums per super-block are exact (u8 x s8 pair sums <= 2 * 63 * 128 fit int16, scaled
- * partials fit int32), then the float chain of quant_k_isa.h per (row, token) pair, so every
+ * partials fit int32), then the float chain of kernels.h per (row, token) pair, so every
  * result equals the scalar reference bit for bit whatever the tile. */
 
 KX_TGT KZ_INL int32_t KX(hsum4)(__m128i h) {
@@ -66,25 +66,30 @@ KX_TGT KZ_INL void KX(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, 
     *summ = KX(hsum4)(_mm_madd_epi16(m16, bs));
 }
 
+/* the 4 x 32 unsigned 6-bit codes (0..63) of half c (128 elements) of a Q6_K super-block */
+KX_TGT KZ_INL void KX(q6_codes)(const uint8_t *x, int c, __m256i u[4]) {
+    const uint8_t *ql = x, *qh = x + 128;
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c + 32));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(qh + 32 * c));
+    u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m3));
+    u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m3));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m3));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(h, 2), m3));
+}
+
 /* integer part of one Q6_K super-block: sum_g sc_g * sum (u - 32) * a = sum_g sc_g * sum u * a -
  * 32 * sum_g sc_g * bsum_g, with u = 0..63 the unsigned codes */
 KX_TGT KZ_INL int32_t KX(sb_q6)(const uint8_t *x, const uint8_t *a) {
-    const uint8_t *ql = x, *qh = x + 128;
     const int8_t *q8 = (const int8_t *)(a + 4);
     const __m128i s8 = _mm_loadu_si128((const __m128i *)(x + 192));
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(0x30);
     __m256i acc = _mm256_setzero_si256();
     KZ_UNROLL(2)
     for (int c = 0; c < 2; c++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c + 32));
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(qh + 32 * c));
         __m256i u[4];
-        u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m3));
-        u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m3));
-        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m3));
-        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m3));
+        KX(q6_codes)(x, c, u);
         KZ_UNROLL(4)
         for (int g = 0; g < 4; g++) {
             const int k = 8 * c + 2 * g; /* scale groups k (low 16 bytes) and k+1 (high 16) */
@@ -157,22 +162,13 @@ KX_TGT KZ_INL void KX(sb_q45_x4)(const int q5, const uint8_t *x, const uint8_t *
 }
 
 KX_TGT KZ_INL void KX(sb_q6_x4)(const uint8_t *x, const uint8_t *const a[4], int32_t sumi[4]) {
-    const uint8_t *ql = x, *qh = x + 128;
     const __m128i s8 = _mm_loadu_si128((const __m128i *)(x + 192));
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(0x30);
     __m256i acc[4];
     for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_si256();
     KZ_UNROLL(2)
     for (int c = 0; c < 2; c++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c + 32));
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(qh + 32 * c));
         __m256i u[4];
-        u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m3));
-        u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m3));
-        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m3));
-        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m3));
+        KX(q6_codes)(x, c, u);
         KZ_UNROLL(4)
         for (int g = 0; g < 4; g++) {
             const int kk = 8 * c + 2 * g;

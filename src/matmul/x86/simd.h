@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "matmul/simd.h"
 #include "sys/fp16.h"
 
 /* The float part of the integer kernels must round like the scalar reference (product, then
@@ -19,17 +20,6 @@
 
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define T_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-#define KZ_INL static inline __attribute__((always_inline))
-/* full unrolling keeps per-row / per-token values in registers instead of stack arrays */
-#define KZ_PRAGMA(x) _Pragma(#x)
-#define KZ_UNROLL(n) KZ_PRAGMA(GCC unroll n)
-
-/* little-endian u16 at any alignment (an fp16 block scale) */
-static inline uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 
 /* sum of the 8 int32 lanes */
 T_AVX2 KZ_INL int32_t x86_hsum_epi32(__m256i v) {
