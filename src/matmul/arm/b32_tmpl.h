@@ -125,7 +125,7 @@ KZ_INL float AQ(dot1)(const int q4, int64_t nb, const uint8_t *w, const uint8_t 
     return s;
 }
 
-/* the tiles' results stored where the drivers of tile.h ask */
+/* the tiles' results stored where the drivers of matmul/simd.h ask */
 KZ_INL void AQ(tile4x1_st)(const int q4, int64_t nb, const uint8_t *const w[4], const uint8_t *a, float *out) {
     vst1q_f32(out, AQ(tile4x1)(q4, nb, w, a));
 }

@@ -152,21 +152,7 @@ LX_TGT KZ_INL float LX(dot1)(const int ty, int64_t nb, const uint8_t *w, const u
     return s;
 }
 
-/* the tiles' results stored where the drivers of tile.h ask */
-LX_TGT KZ_INL void LX(tile8x1_st)(const int ty, int64_t nb, const uint8_t *const w[8], const uint8_t *a, float *out) {
-    _mm256_storeu_ps(out, LX(tile8x1)(ty, nb, w, a));
-}
-LX_TGT KZ_INL void LX(tile4x4_st)(const int ty, int64_t nb, const uint8_t *const w[4], const uint8_t *const a[4],
-                                  float *out, int64_t ldo) {
-    __m256 acc[2];
-    LX(tile4x4)(ty, nb, w, a, acc);
-    _mm_storeu_ps(out, _mm256_castps256_ps128(acc[0]));
-    _mm_storeu_ps(out + ldo, _mm256_extractf128_ps(acc[0], 1));
-    _mm_storeu_ps(out + 2 * ldo, _mm256_castps256_ps128(acc[1]));
-    _mm_storeu_ps(out + 3 * ldo, _mm256_extractf128_ps(acc[1], 1));
-}
-KZ_TILE_GEMV(LX_TGT, LX(gemv), 8, LX(tile8x1_st))
-KZ_TILE_GEMM_4X4(LX_TGT, LX(gemm), LX(tile4x4_st), LX(gemv))
+X86_TILE_DRIVERS(LX_TGT, LX(tile8x1), LX(tile4x4), LX(tile8x1_st), LX(tile4x4_st), LX(gemv), LX(gemm))
 
 #define LX_DEF(t, ty)                                                                                   \
     LX_TGT float LX_EXPORT(dot_##t)(const void *w, const void *a, int64_t n) { return LX(dot1)(ty, n / 32, w, a); } \

@@ -154,21 +154,7 @@ QX_TGT KZ_INL float QX(dot1)(const int q4, int64_t nb, const uint8_t *w, const u
     return s;
 }
 
-/* the tiles' results stored where the drivers of tile.h ask */
-QX_TGT KZ_INL void QX(tile8x1_st)(const int q4, int64_t nb, const uint8_t *const w[8], const uint8_t *a, float *out) {
-    _mm256_storeu_ps(out, QX(tile8x1)(q4, nb, w, a));
-}
-QX_TGT KZ_INL void QX(tile4x4_st)(const int q4, int64_t nb, const uint8_t *const w[4], const uint8_t *const a[4],
-                                  float *out, int64_t ldo) {
-    __m256 acc[2];
-    QX(tile4x4)(q4, nb, w, a, acc);
-    _mm_storeu_ps(out, _mm256_castps256_ps128(acc[0]));
-    _mm_storeu_ps(out + ldo, _mm256_extractf128_ps(acc[0], 1));
-    _mm_storeu_ps(out + 2 * ldo, _mm256_castps256_ps128(acc[1]));
-    _mm_storeu_ps(out + 3 * ldo, _mm256_extractf128_ps(acc[1], 1));
-}
-KZ_TILE_GEMV(QX_TGT, QX(gemv), 8, QX(tile8x1_st))
-KZ_TILE_GEMM_4X4(QX_TGT, QX(gemm), QX(tile4x4_st), QX(gemv))
+X86_TILE_DRIVERS(QX_TGT, QX(tile8x1), QX(tile4x4), QX(tile8x1_st), QX(tile4x4_st), QX(gemv), QX(gemm))
 
 QX_TGT float QX_EXPORT(dot_q8_0)(const void *w, const void *a, int64_t n) { return QX(dot1)(0, n / 32, w, a); }
 QX_TGT float QX_EXPORT(dot_q4_0)(const void *w, const void *a, int64_t n) { return QX(dot1)(1, n / 32, w, a); }

@@ -32,6 +32,21 @@ KX_TGT KZ_INL void KX(unpack_sm)(const uint8_t *p, __m128i *sc16, __m128i *m16) 
     *m16 = _mm_cvtepu8_epi16(_mm_setr_epi32((int)m_lo, (int)m_hi, 0, 0));
 }
 
+/* the codes of sub-blocks 2c (lo) and 2c + 1 (hi) of a Q4_K / Q5_K super-block, 0..15 / 0..31;
+ * hv: the Q5_K high bits still to use (bit 2c of qh byte l -> bit 4 of element l of sub-block
+ * 2c, bit 2c+1 -> sub-block 2c+1), shifted on by 2 */
+KX_TGT KZ_INL void KX(q45_codes)(const int q5, const uint8_t *qs, int c, __m256i *hv, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+    *lo = _mm256_and_si256(v, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (q5) {
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(*hv, 4), b4));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(*hv, 3), b4));
+        *hv = _mm256_srli_epi16(*hv, 2);
+    }
+}
+
 /* integer parts of one Q4_K (q5 = 0) or Q5_K (q5 = 1) super-block: sumi, summ */
 KX_TGT KZ_INL void KX(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int32_t *sumi, int32_t *summ) {
     __m128i sc16, m16;
@@ -39,19 +54,12 @@ KX_TGT KZ_INL void KX(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, 
     const __m256i sc = _mm256_broadcastsi128_si256(sc16);
     const uint8_t *qs = x + (q5 ? 48 : 16);
     const int8_t *q8 = (const int8_t *)(a + 4);
-    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     __m256i hv = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
     __m256i acc = _mm256_setzero_si256();
     KZ_UNROLL(4)
     for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (q5) {
-            /* bit 2c of qh byte l -> bit 4 of element l of sub-block 2c, bit 2c+1 -> sub-block 2c+1 */
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hv, 4), b4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hv, 3), b4));
-            hv = _mm256_srli_epi16(hv, 2);
-        }
+        __m256i lo, hi;
+        KX(q45_codes)(q5, qs, c, &hv, &lo, &hi);
         const __m256i a0 = _mm256_loadu_si256((const __m256i *)(q8 + 64 * c));
         const __m256i a1 = _mm256_loadu_si256((const __m256i *)(q8 + 64 * c + 32));
         /* broadcast int16 scale 2c / 2c+1 to all lanes */
@@ -131,19 +139,13 @@ KX_TGT KZ_INL void KX(sb_q45_x4)(const int q5, const uint8_t *x, const uint8_t *
     KX(unpack_sm)(x + 4, &sc16, &m16);
     const __m256i sc = _mm256_broadcastsi128_si256(sc16);
     const uint8_t *qs = x + (q5 ? 48 : 16);
-    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     __m256i hv = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
     __m256i acc[4];
     for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_si256();
     KZ_UNROLL(4)
     for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (q5) {
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hv, 4), b4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hv, 3), b4));
-            hv = _mm256_srli_epi16(hv, 2);
-        }
+        __m256i lo, hi;
+        KX(q45_codes)(q5, qs, c, &hv, &lo, &hi);
         const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
         const __m256i s1 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
         KZ_UNROLL(4)

@@ -36,4 +36,23 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
     const __m256i h03 = _mm256_hadd_epi32(h01, h23), h47 = _mm256_hadd_epi32(h45, h67);
     return _mm256_add_epi32(_mm256_permute2x128_si256(h03, h47, 0x20), _mm256_permute2x128_si256(h03, h47, 0x31));
 }
+
+/* A template's gemm drivers (matmul/simd.h) over its 8x1 tile (one __m256, lane = row) and 4x4
+ * tile (acc[j] lane (t & 1) * 4 + r for token 2j + (t & 1)): defines ST8X1 / ST4X4 (the tiles'
+ * stores), GEMV (one token) and GEMM. */
+#define X86_TILE_DRIVERS(TGT, TILE8X1, TILE4X4, ST8X1, ST4X4, GEMV, GEMM)                          \
+    TGT KZ_INL void ST8X1(const int ty, int64_t nb, const uint8_t *const w[8], const uint8_t *a, float *out) { \
+        _mm256_storeu_ps(out, TILE8X1(ty, nb, w, a));                                              \
+    }                                                                                              \
+    TGT KZ_INL void ST4X4(const int ty, int64_t nb, const uint8_t *const w[4], const uint8_t *const a[4], \
+                          float *out, int64_t ldo) {                                               \
+        __m256 acc[2];                                                                             \
+        TILE4X4(ty, nb, w, a, acc);                                                                \
+        _mm_storeu_ps(out, _mm256_castps256_ps128(acc[0]));                                        \
+        _mm_storeu_ps(out + ldo, _mm256_extractf128_ps(acc[0], 1));                                \
+        _mm_storeu_ps(out + 2 * ldo, _mm256_castps256_ps128(acc[1]));                              \
+        _mm_storeu_ps(out + 3 * ldo, _mm256_extractf128_ps(acc[1], 1));                            \
+    }                                                                                              \
+    KZ_TILE_GEMV(TGT, GEMV, 8, ST8X1)                                                              \
+    KZ_TILE_GEMM_4X4(TGT, GEMM, ST4X4, GEMV)
 #endif
