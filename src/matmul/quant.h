@@ -1,6 +1,6 @@
 /* Weight types used for compute: scalar reference dequantize / quantize / dot.
  * Matmul scheme (as llama.cpp, so results match real GGUF semantics): activations are
- * converted to the weight type's "activation type" (F32->F32, F16->F16, BF16->BF16,
+ * quantised to the weight type's "activation type" (F32->F32, F16->F16, BF16->BF16,
  * Q8_0/Q4_0 -> Q8_0 blocks), then each row dot is computed in that domain. */
 #ifndef KZ_QUANT_H
 #define KZ_QUANT_H
