@@ -46,9 +46,9 @@ all: $(BUILD)/libkazeia.a $(BUILD)/libkazeia.so $(BUILD)/libkazeia_dev.so $(BUIL
 # AArch64: the SDOT / SMMLA kernel files need their extensions enabled; run-time dispatch
 # (src/cpu.c) calls them only on CPUs that have them. x86 SIMD uses target attributes instead.
 ifneq ($(findstring aarch64,$(shell $(CC) -dumpmachine)),)
-# any src/matmul/arm/*_dot.c / *_i8mm.c gets the extension
-$(BUILD)/obj/src/matmul/arm/%_dot.o: CFLAGS += -march=armv8.2-a+dotprod
-$(BUILD)/obj/src/matmul/arm/%_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
+# one unit per flag set: src/matmul/arm/dotprod.c and src/matmul/arm/i8mm.c
+$(BUILD)/obj/src/matmul/arm/dotprod.o: CFLAGS += -march=armv8.2-a+dotprod
+$(BUILD)/obj/src/matmul/arm/i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
 endif
 
 $(BUILD)/obj/%.o: %.c

@@ -11,10 +11,18 @@
 #include "sys/fp16.h"
 #include "kt.h"
 #include "nn/ops.h"
-#include "matmul/quant.h"
-#include "matmul/quant_isa.h"
+#include "matmul/matmul.h"
+#include "matmul/kernels.h"
 #include "sys/threadpool.h"
 #include "model/types.h"
+
+/* one matrix through kz_matmul */
+static void matmul1(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy, void *work) {
+    kz_matmul(pool, &(kz_mm){.w = {w}, .nw = 1, .x = x, .n_tok = n_tok, .y = {y}, .ldy = {ldy}, .work = work});
+}
+static size_t matmul1_work(const kz_wmat *w, int n_tok) {
+    return kz_matmul_work_bytes(&(kz_mm){.w = {w}, .nw = 1, .n_tok = n_tok});
+}
 
 static const uint32_t TYPES[] = { KZ_T_F32, KZ_T_F16, KZ_T_BF16, KZ_T_Q8_0, KZ_T_Q4_0 };
 #define NTYPES (int)(sizeof TYPES / sizeof TYPES[0])
@@ -277,7 +285,7 @@ static void test_vec_dot(void) {
                 kt_fill_row(x, n, &s);
                 if (rep & 1) for (int64_t i = 0; i < n; i++) x[i] = fabsf(x[i]); /* same-sign: little cancellation */
                 kz_quant_row(t, w, wq, n);
-                kz_act_convert(t, x, xq, n);
+                kz_act_quant(t, x, xq, n);
                 kz_quant_row(at, x, xq2, n);
                 if (memcmp(xq, xq2, rowb(at, n))) bad++; /* activation = reference quantizer of act type */
                 kz_dequant_row(t, wq, wd, n);
@@ -311,7 +319,7 @@ static void test_vec_dot(void) {
     a[0] = 127; b[0] = -127; a[32] = -127; b[32] = 127; /* amax 127 per block: d = 1 */
     for (int i = 0; i < 64; i++) want += (long long)a[i] * (long long)b[i];
     kz_quant_row(KZ_T_Q8_0, a, qa, 64);
-    kz_act_convert(KZ_T_Q8_0, b, qb, 64);
+    kz_act_quant(KZ_T_Q8_0, b, qb, 64);
     CHECKF(kz_vec_dot(KZ_T_Q8_0, qa, qb, 64) == (float)want, "%g vs %lld", kz_vec_dot(KZ_T_Q8_0, qa, qb, 64), want);
     CHECK(isnan(kz_vec_dot(KZ_T_IQ2_XXS, qa, qb, 256)));
 }
@@ -322,7 +330,7 @@ static void test_vec_dot(void) {
 static void ref_matmul(uint32_t t, const uint8_t *wq, size_t rb, int n_out, const float *x, int64_t n_in,
                        int n_tok, uint8_t *act, float *ref) {
     for (int tk = 0; tk < n_tok; tk++) {
-        kz_act_convert(t, x + tk * n_in, act, n_in);
+        kz_act_quant(t, x + tk * n_in, act, n_in);
         for (int o = 0; o < n_out; o++) ref[tk * n_out + o] = kz_vec_dot(t, wq + o * rb, act, n_in);
     }
 }
@@ -333,7 +341,7 @@ static void matmul_vs_ref(kz_pool *pool, const kz_wmat *W, const float *x, int n
                           int64_t ldy, void *work, int *bad, int *pad) {
     const int n_out = (int)W->n_out;
     for (int64_t i = 0; i < ldy * n_tok; i++) y[i] = -12345.0f;
-    kz_matmul(pool, W, x, n_tok, y, ldy, work);
+    matmul1(pool, W, x, n_tok, y, ldy, work);
     *bad = *pad = 0;
     for (int tk = 0; tk < n_tok; tk++) {
         for (int o = 0; o < n_out; o++)
@@ -374,7 +382,7 @@ static void test_matmul(void) {
                     uint8_t *act = malloc(arb);
                     float *ref = malloc(sizeof(float) * n_tok * n_out);
                     ref_matmul(t, wq, rb, n_out, x, n_in, n_tok, act, ref);
-                    size_t wb = kz_matmul_work_bytes(&W, n_tok);
+                    size_t wb = matmul1_work(&W, n_tok);
                     /* one token with Q8_0 activations: + the packed GEMV's per-block terms (64-byte aligned) */
                     const size_t aux = n_tok == 1 && kz_act_type(t) == KZ_T_Q8_0 ? 64 + (size_t)(n_in / 32) * 4 : 0;
                     CHECK(wb == (t == KZ_T_F32 ? 0 : arb * n_tok + aux));
@@ -415,7 +423,7 @@ static void test_matmul(void) {
         kz_wmat bad[3] = { { KZ_T_IQ2_XXS, 256, 1, 66, wq, NULL, 0 }, { KZ_T_Q4_0, 48, 1, 27, wq, NULL, 0 }, { KZ_T_Q4_0, 64, 2, 18, wq, NULL, 0 } };
         for (int i = 0; i < 3; i++) {
             y[0] = y[1] = 0;
-            kz_matmul(pools[1], &bad[i], x, 1, y, 2, wq);
+            matmul1(pools[1], &bad[i], x, 1, y, 2, wq);
             CHECKF(isnan(y[0]), "bad wmat %d not flagged", i);
         }
     }
@@ -425,39 +433,39 @@ static void test_matmul(void) {
 /* 16-row packed Q4_0 (kz_model_params.repack_weights): the layout holds every byte of the
  * original blocks where quant.h says, and kz_matmul over packed rows (plus unpacked tail rows)
  * equals per-row vec_dot bit for bit for any thread count and token count */
-static void test_matmul_p16(void) {
+static void test_matmul_q4_0_16x4(void) {
     /* 130 blocks: more than one prefill kernel chunk; 1030: more than one GEMV sweep (1024) */
     static const int64_t NIN[] = { 32 * 7, 32 * 33, 32 * 130, 32 * 1030 };
     static const int NOUT[] = { 16, 35, 160 };
     static const int NTOK[] = { 1, 3, 8, 13, 70 };
     kz_pool *pools[2] = { kz_pool_new(2), kz_pool_new(3) };
     CHECK(pools[0] && pools[1]);
-    const int have = kz_gemm_p16_get() != NULL;
+    const int have = kz_gemm_q4_0_16x4_get() != NULL;
     unsigned long long s = 4242;
     int n_cases = 0;
     for (size_t ii = 0; ii < 4; ii++)
         for (size_t oi = 0; oi < 3; oi++) {
             const int64_t n_in = NIN[ii], nb = n_in / 32;
-            const int n_out = NOUT[oi], n_p16 = n_out - n_out % 16;
+            const int n_out = NOUT[oi], n_q4_0_16x4 = n_out - n_out % 16;
             if (ii == 3 && oi == 2) continue; /* the long rows: a few shapes keep the scalar reference quick */
             const size_t rb = rowb(KZ_T_Q4_0, n_in);
-            uint8_t *wq = malloc(rb * n_out), *pk = malloc((size_t)(n_p16 / 16) * nb * 288);
+            uint8_t *wq = malloc(rb * n_out), *pk = malloc((size_t)(n_q4_0_16x4 / 16) * nb * 288);
             float *wf = malloc(sizeof(float) * n_in);
             for (int o = 0; o < n_out; o++) {
                 kt_fill_row(wf, n_in, &s);
                 kz_quant_row(KZ_T_Q4_0, wf, wq + o * rb, n_in);
             }
-            kz_pack16_q4_0(wq, rb, n_p16, n_in, pk);
+            kz_repack_q4_0_16x4(wq, rb, n_q4_0_16x4, n_in, pk);
             int lay = 0;
-            for (int o = 0; o < n_p16; o++)
+            for (int o = 0; o < n_q4_0_16x4; o++)
                 for (int64_t b = 0; b < nb; b++) {
                     const uint8_t *src = wq + o * rb + b * 18, *g = pk + ((size_t)(o / 16) * nb + b) * 288;
                     if (memcmp(g + 256 + 2 * (o % 16), src, 2)) lay++;
                     for (int j = 0; j < 4; j++) if (memcmp(g + 64 * j + 4 * (o % 16), src + 2 + 4 * j, 4)) lay++;
                 }
-            CHECKF(lay == 0, "pack16 %lldx%d: %d misplaced pieces", (long long)n_in, n_out, lay);
+            CHECKF(lay == 0, "repack %lldx%d: %d misplaced pieces", (long long)n_in, n_out, lay);
             kz_wmat W = { .type = KZ_T_Q4_0, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = wq,
-                          .p16 = pk, .n_p16 = n_p16 };
+                          .q4_0_16x4 = pk, .n_q4_0_16x4 = n_q4_0_16x4 };
             for (size_t ki = 0; ki < (ii == 3 ? 2u : 5u) && have; ki++) {
                 const int n_tok = NTOK[ki];
                 const int64_t ldy = n_out + 5;
@@ -467,7 +475,7 @@ static void test_matmul_p16(void) {
                 const size_t arb = kz_act_row_bytes(KZ_T_Q4_0, n_in);
                 uint8_t *act = malloc(arb);
                 ref_matmul(KZ_T_Q4_0, wq, rb, n_out, x, n_in, n_tok, act, ref);
-                void *work = malloc(kz_matmul_work_bytes(&W, n_tok));
+                void *work = malloc(matmul1_work(&W, n_tok));
                 for (int pi = -1; pi < 2; pi++) {
                     int bad, pad;
                     matmul_vs_ref(pi < 0 ? NULL : pools[pi], &W, x, n_tok, ref, y, ldy, work, &bad, &pad);
@@ -489,7 +497,7 @@ static void test_matmul_p16(void) {
  * the kernels' block chunks and token groups, y stride with padding that must stay untouched
  * and NaN-prefilled outputs (a kernel must not read y before writing it); each output vs the
  * scalar reference vec_dot of that row and token, bit for bit. */
-static void test_p16_kernels(void) {
+static void test_q4_0_16x4_kernels(void) {
     /* 1029 blocks: rows longer than the x86 GEMV's 1024-block sweep (partial sums through y);
      * 16 / 48 / 64 rows: one group, a pair + one, two pairs (the x86 GEMV pairs groups) */
     static const int64_t NB[] = { 5, 65, 129, 1029 };
@@ -501,25 +509,25 @@ static void test_p16_kernels(void) {
     unsigned long long s = 99;
     /* each level's dispatched kernel; on x86 also both AVX-512 entries (with and without the
      * GEMV prefetch: the dispatch picks one by vendor, so one host would run only one) */
-    kz_gemm_p16_fn fns[KZ_ISA_COUNT + 2];
+    kz_gemm_q4_0_16x4_fn fns[KZ_ISA_COUNT + 2];
     int lvl[KZ_ISA_COUNT + 2], n_fn = 0;
     for (int isa = 0; isa < KZ_ISA_COUNT; isa++) {
 #if defined(__x86_64__)
         if (isa == KZ_ISA_AVX512) continue; /* both of its entries are added below */
 #endif
-        if (kz_gemm_p16_get_isa(isa)) { fns[n_fn] = kz_gemm_p16_get_isa(isa); lvl[n_fn++] = isa; }
+        if (kz_gemm_q4_0_16x4_get_isa(isa)) { fns[n_fn] = kz_gemm_q4_0_16x4_get_isa(isa); lvl[n_fn++] = isa; }
     }
 #if defined(__x86_64__)
     /* the dispatch returns one of these two (by vendor) */
-    CHECK(!kz_isa_available(KZ_ISA_AVX512) || kz_gemm_p16_get_isa(KZ_ISA_AVX512) == kz_avx512_gemm_q4_0_p16 ||
-          kz_gemm_p16_get_isa(KZ_ISA_AVX512) == kz_avx512_gemm_q4_0_p16_nopf);
+    CHECK(!kz_isa_available(KZ_ISA_AVX512) || kz_gemm_q4_0_16x4_get_isa(KZ_ISA_AVX512) == kz_avx512_gemm_q4_0_16x4 ||
+          kz_gemm_q4_0_16x4_get_isa(KZ_ISA_AVX512) == kz_avx512_gemm_q4_0_16x4_nopf);
     if (kz_isa_available(KZ_ISA_AVX512)) {
-        fns[n_fn] = kz_avx512_gemm_q4_0_p16; lvl[n_fn++] = KZ_ISA_AVX512;
-        fns[n_fn] = kz_avx512_gemm_q4_0_p16_nopf; lvl[n_fn++] = KZ_ISA_AVX512;
+        fns[n_fn] = kz_avx512_gemm_q4_0_16x4; lvl[n_fn++] = KZ_ISA_AVX512;
+        fns[n_fn] = kz_avx512_gemm_q4_0_16x4_nopf; lvl[n_fn++] = KZ_ISA_AVX512;
     }
 #endif
     for (int fi = 0; fi < n_fn; fi++) {
-        const kz_gemm_p16_fn fn = fns[fi];
+        const kz_gemm_q4_0_16x4_fn fn = fns[fi];
         const int isa = lvl[fi];
         int n_cases = 0;
         for (size_t bi = 0; bi < 4; bi++)
@@ -529,7 +537,7 @@ static void test_p16_kernels(void) {
                 const int64_t nb = NB[bi], n = nb * 32;
                 const int nr = NR[ri];
                 const size_t rb = (size_t)nb * 18, ab = (size_t)nb * 34 + 6; /* activation rows padded */
-                uint8_t *w = malloc(rb * nr), *pk = malloc((size_t)(nr / 16) * kz_pack16_group_bytes(n));
+                uint8_t *w = malloc(rb * nr), *pk = malloc((size_t)(nr / 16) * kz_q4_0_16x4_group_bytes(n));
                 uint8_t *a = malloc(ab * 67);
                 for (size_t i = 0; i < rb * nr; i++) w[i] = (uint8_t)kt_rng(&s);
                 for (size_t i = 0; i < ab * 67; i++) a[i] = (uint8_t)kt_rng(&s);
@@ -544,7 +552,7 @@ static void test_p16_kernels(void) {
                         const uint16_t h = kz_f32_to_fp16(kt_randf(&s) * 0.05f);
                         memcpy(a + t * ab + b * 34, &h, 2);
                     }
-                kz_pack16_q4_0(w, rb, nr, n, pk);
+                kz_repack_q4_0_16x4(w, rb, nr, n, pk);
                 for (size_t ti = 0; ti < 5; ti++) {
                     const int nt = NT[ti];
                     const int64_t ldy = nr + 3;
@@ -561,7 +569,7 @@ static void test_p16_kernels(void) {
                         }
                         for (int64_t r = nr; r < ldy; r++) pad += y[t * ldy + r] != -777.0f;
                     }
-                    CHECKF(bad == 0 && pad == 0, "p16 kernel level %d n=%lld rows=%d n_tok=%d: %d differ, %d pad writes",
+                    CHECKF(bad == 0 && pad == 0, "q4_0_16x4 kernel level %d n=%lld rows=%d n_tok=%d: %d differ, %d pad writes",
                            isa, (long long)n, nr, nt, bad, pad);
                     n_cases++;
                     free(y);
@@ -571,14 +579,14 @@ static void test_p16_kernels(void) {
                  * choices), on the first activation row and on one further in */
                 if (isa == KZ_ISA_AVX512 && fi == n_fn - 1)
                     for (int t = 0; t < 67; t += 66) {
-                        const kz_p16_gemv gv = kz_p16_gemv_get_isa(isa);
+                        const kz_gemv_q4_0_16x4 gv = kz_gemv_q4_0_16x4_get_isa(isa);
                         int32_t *aux = malloc(sizeof(int32_t) * (size_t)nb);
                         float *y = malloc(sizeof(float) * (size_t)(nr + 1));
                         CHECK(gv.prep && gv.gemv);
                         if (!gv.prep) { free(aux); free(y); break; }
                         gv.prep(a + t * ab, n, aux);
                         void (*const gf[2])(int64_t, const void *, int64_t, const void *, const int32_t *, float *) = {
-                            kz_avx512_gemv_q4_0_p16, kz_avx512_gemv_q4_0_p16_nopf};
+                            kz_avx512_gemv_q4_0_16x4, kz_avx512_gemv_q4_0_16x4_nopf};
                         for (int k = 0; k < 2; k++) {
                             for (int r = 0; r <= nr; r++) y[r] = -777.0f;
                             gf[k](n, pk, nr, a + t * ab, aux, y);
@@ -587,7 +595,7 @@ static void test_p16_kernels(void) {
                                 const float want = sc->vec_dot(w + r * rb, a + t * ab, n);
                                 bad += memcmp(&want, &y[r], 4) != 0;
                             }
-                            CHECKF(bad == 0 && y[nr] == -777.0f, "p16 GEMV with precomputed terms (%s) n=%lld rows=%d: %d differ",
+                            CHECKF(bad == 0 && y[nr] == -777.0f, "q4_0_16x4 GEMV with precomputed terms (%s) n=%lld rows=%d: %d differ",
                                    k ? "no prefetch" : "prefetch", (long long)n, nr, bad);
                             n_cases++;
                         }
@@ -615,17 +623,17 @@ static uint8_t *random_wmat(kz_wmat *W, uint32_t t, int64_t n_in, int64_t n_out,
 }
 
 /* Q4_0 matrix W, where a packed kernel exists: all its rows but a tail of n_out % 16 copied
- * into the 16-row layout (W->p16, W->n_p16); returns that copy (free it), else NULL */
+ * into the 16-row layout (W->q4_0_16x4, W->n_q4_0_16x4); returns that copy (free it), else NULL */
 static uint8_t *pack_all_but_tail(kz_wmat *W) {
-    if (W->type != KZ_T_Q4_0 || !kz_gemm_p16_get()) return NULL;
-    W->n_p16 = W->n_out - W->n_out % 16;
-    uint8_t *pk = malloc((size_t)(W->n_p16 / 16) * kz_pack16_group_bytes(W->n_in));
-    kz_pack16_q4_0(W->data, W->row_bytes, W->n_p16, W->n_in, pk);
-    W->p16 = pk;
+    if (W->type != KZ_T_Q4_0 || !kz_gemm_q4_0_16x4_get()) return NULL;
+    W->n_q4_0_16x4 = W->n_out - W->n_out % 16;
+    uint8_t *pk = malloc((size_t)(W->n_q4_0_16x4 / 16) * kz_q4_0_16x4_group_bytes(W->n_in));
+    kz_repack_q4_0_16x4(W->data, W->row_bytes, W->n_q4_0_16x4, W->n_in, pk);
+    W->q4_0_16x4 = pk;
     return pk;
 }
 
-/* kz_matmul_multi: a group of matrices of mixed types on one X (shared activation conversion,
+/* kz_matmul with several matrices: a group of matrices of mixed types on one X (shared activation conversion,
  * one dispatch, rows split by bytes) gives every output bit for bit as kz_matmul of each alone,
  * padding untouched, for 1..3 threads, decode and prefill sizes, packed and plain rows */
 static void test_matmul_multi(void) {
@@ -642,7 +650,7 @@ static void test_matmul_multi(void) {
     int n_cases = 0;
     for (int g = 0; g < 3; g++) {
         kz_wmat W[4];
-        const kz_wmat *wp[4];
+        const kz_wmat *wp[4] = { NULL };
         uint8_t *data[4], *pk[4] = { NULL };
         float *wf = malloc(sizeof(float) * n_in);
         for (int i = 0; i < GN[g]; i++) {
@@ -657,19 +665,21 @@ static void test_matmul_multi(void) {
             float *ref[4], *y[4];
             int64_t ld[4];
             size_t wmax = 0;
-            for (int i = 0; i < GN[g]; i++) if (kz_matmul_work_bytes(&W[i], n_tok) > wmax) wmax = kz_matmul_work_bytes(&W[i], n_tok);
-            void *work1 = malloc(wmax ? wmax : 1), *work = malloc(kz_matmul_multi_work_bytes(wp, GN[g], n_tok) + 1);
+            for (int i = 0; i < GN[g]; i++) if (matmul1_work(&W[i], n_tok) > wmax) wmax = matmul1_work(&W[i], n_tok);
+            void *work1 = malloc(wmax ? wmax : 1), *work = malloc(kz_matmul_work_bytes(&(kz_mm){.w = {wp[0], wp[1], wp[2], wp[3]}, .nw = GN[g], .n_tok = n_tok}) + 1);
             for (int i = 0; i < GN[g]; i++) {
                 ld[i] = W[i].n_out + 2 + i;
                 ref[i] = malloc(sizeof(float) * ld[i] * n_tok);
                 y[i] = malloc(sizeof(float) * ld[i] * n_tok);
                 for (int64_t e = 0; e < ld[i] * n_tok; e++) ref[i][e] = -12345.0f;
-                kz_matmul(pools[0], &W[i], x, n_tok, ref[i], ld[i], work1);
+                matmul1(pools[0], &W[i], x, n_tok, ref[i], ld[i], work1);
             }
             for (int pi = -1; pi < 2; pi++) {
                 for (int i = 0; i < GN[g]; i++)
                     for (int64_t e = 0; e < ld[i] * n_tok; e++) y[i][e] = -12345.0f;
-                kz_matmul_multi(pi < 0 ? NULL : pools[pi], wp, GN[g], x, n_tok, y, ld, work, NULL);
+                kz_mm mm = {.nw = GN[g], .x = x, .n_tok = n_tok, .work = work};
+                for (int i = 0; i < GN[g]; i++) mm.w[i] = wp[i], mm.y[i] = y[i], mm.ldy[i] = ld[i];
+                kz_matmul(pi < 0 ? NULL : pools[pi], &mm);
                 int bad = 0;
                 for (int i = 0; i < GN[g]; i++) bad += memcmp(y[i], ref[i], sizeof(float) * ld[i] * n_tok) != 0;
                 CHECKF(bad == 0, "matmul_multi group %d n_tok=%d threads=%d: %d of %d outputs differ from kz_matmul", g,
@@ -686,7 +696,7 @@ static void test_matmul_multi(void) {
     for (int i = 0; i < 2; i++) kz_pool_free(pools[i]);
 }
 
-/* kz_matmul_argmax: the same outputs as kz_matmul, and kz_argmax's index (first maximum, NaN
+/* kz_matmul with argmax: the same outputs as kz_matmul, and kz_argmax's index (first maximum, NaN
  * never wins, 0 when nothing is above -inf) found by the threads over the rows they wrote, for
  * 1..4 threads, on rows spread over many chunks (owner pieces and steals): random rows, the
  * maximum's row copied to an earlier and a later row (a three-way tie: the first must win),
@@ -706,7 +716,7 @@ static void test_matmul_argmax(void) {
         const size_t rb = kz_row_bytes(t, n_in);
         uint8_t *data = malloc(rb * n_out), *pk = NULL;
         float *ref = malloc(sizeof(float) * n_out), *y = malloc(sizeof(float) * n_out);
-        void *work = malloc(kz_matmul_work_bytes(&(kz_wmat){ .type = t, .n_in = n_in }, 1) + 1);
+        void *work = malloc(matmul1_work(&(kz_wmat){ .type = t, .n_in = n_in }, 1) + 1);
         for (int sc = 0; sc < 5; sc++) {
             if (sc == 4 && t != KZ_T_F32) continue; /* -inf rows: F32 weights */
             kt_fill_row(x, n_in, &s);
@@ -717,7 +727,7 @@ static void test_matmul_argmax(void) {
                 kz_quant_row(t, wf, data + (size_t)o * rb, n_in);
             }
             kz_wmat W = { .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = data };
-            kz_matmul(NULL, &W, x, 1, ref, n_out, work);
+            matmul1(NULL, &W, x, 1, ref, n_out, work);
             const int m0 = kz_argmax(ref, n_out);
             if (sc == 1) { /* the maximum's row also early and late: outputs tie, the first wins */
                 memcpy(data + (size_t)(m0 / 3) * rb, data + (size_t)m0 * rb, rb);
@@ -744,13 +754,15 @@ static void test_matmul_argmax(void) {
             }
             free(pk);
             pk = pack_all_but_tail(&W);
-            kz_matmul(NULL, &W, x, 1, ref, n_out, work);
+            matmul1(NULL, &W, x, 1, ref, n_out, work);
             const int want = kz_argmax(ref, n_out);
             if (sc == 1) CHECKF(want == m0 / 3, "argmax setup: tie expected at %d, got %d", m0 / 3, want);
             if (sc == 4) CHECKF(ref[0] == -INFINITY && want == 0, "argmax setup: -inf rows (%g, %d)", ref[0], want);
             for (int pi = -1; pi < 3; pi++) {
                 for (int o = 0; o < n_out; o++) y[o] = -12345.0f;
-                const int64_t got = kz_matmul_argmax(pi < 0 ? NULL : pools[pi], &W, x, y, work, NULL);
+                int64_t got = -1;
+                kz_matmul(pi < 0 ? NULL : pools[pi],
+                          &(kz_mm){.w = {&W}, .nw = 1, .x = x, .n_tok = 1, .y = {y}, .argmax = &got, .work = work});
                 CHECKF(memcmp(y, ref, sizeof(float) * n_out) == 0, "matmul_argmax type %u case %d threads %d: outputs differ from kz_matmul", t, sc, pi + 2);
                 CHECKF(got == want, "matmul_argmax type %u case %d threads %d: index %lld, kz_argmax %d", t, sc, pi + 2, (long long)got, want);
                 n_cases++;
@@ -763,7 +775,7 @@ static void test_matmul_argmax(void) {
     for (int i = 0; i < 3; i++) kz_pool_free(pools[i]);
 }
 
-/* kz_matmul_swiglu: the same outputs as kz_swiglu in place then kz_matmul, bit for bit, for
+/* kz_matmul with swiglu: the same outputs as kz_swiglu in place then kz_matmul, bit for bit, for
  * 1..4 threads; activation types Q8_0 (Q4_0 packed + tail, Q8_0 rows), Q8_K (Q4_K), F16 and
  * F32 (no conversion: SwiGLU first), rows whose length is not a multiple of the conversion
  * chunk (800 = 3 x 256 + 32; F32 801, a scalar tail) */
@@ -781,17 +793,18 @@ static void test_matmul_swiglu(void) {
         float *x = malloc(sizeof(float) * n_in), *ref = malloc(sizeof(float) * n_out), *y = malloc(sizeof(float) * n_out);
         kz_wmat W;
         uint8_t *data = random_wmat(&W, t, n_in, n_out, wf, &s), *pk = pack_all_but_tail(&W);
-        void *work = malloc(kz_matmul_work_bytes(&W, 1) + 1);
+        void *work = malloc(matmul1_work(&W, 1) + 1);
         kt_fill_row(g, n_in, &s);
         kt_fill_row(u, n_in, &s);
         memcpy(x, g, sizeof(float) * n_in);
         kz_swiglu(x, u, (int)n_in);
-        kz_matmul(NULL, &W, x, 1, ref, n_out, work);
+        matmul1(NULL, &W, x, 1, ref, n_out, work);
         for (int pi = -1; pi < 3; pi++) {
             float *gc = malloc(sizeof(float) * n_in);
             memcpy(gc, g, sizeof(float) * n_in);
             for (int o = 0; o < n_out; o++) y[o] = -12345.0f;
-            kz_matmul_swiglu(pi < 0 ? NULL : pools[pi], &W, gc, u, y, work);
+            kz_matmul(pi < 0 ? NULL : pools[pi],
+                      &(kz_mm){.w = {&W}, .nw = 1, .n_tok = 1, .swiglu = {gc, u}, .y = {y}, .work = work});
             CHECKF(memcmp(y, ref, sizeof(float) * n_out) == 0, "matmul_swiglu type %u threads %d: outputs differ from kz_swiglu + kz_matmul", t, pi + 2);
             free(gc);
             n_cases++;
@@ -802,10 +815,10 @@ static void test_matmul_swiglu(void) {
     for (int i = 0; i < 3; i++) kz_pool_free(pools[i]);
 }
 
-/* kz_matmul_multi_pre: the pre step writes X (here: copies it in from another row) and every
+/* kz_matmul with pre: the pre step writes X (here: copies it in from another row) and every
  * thread reads it only after (the others prefetch meanwhile): outputs equal kz_matmul on the
  * final X for 1..4 threads, for a group that converts X (Q4_0 packed + F32) and one that does
- * not (F32 only: pre runs first), and kz_matmul_argmax with a pre step */
+ * not (F32 only: pre runs first), and argmax with a pre step */
 typedef struct {
     float *x;
     const float *src;
@@ -842,22 +855,25 @@ static void test_matmul_pre(void) {
             ref[i] = malloc(sizeof(float) * W[i].n_out);
             y[i] = malloc(sizeof(float) * W[i].n_out);
         }
-        void *work = malloc(kz_matmul_multi_work_bytes(wp, 2, 1) + 64 + (size_t)n_in);
-        for (int i = 0; i < 2; i++) kz_matmul(NULL, &W[i], src, 1, ref[i], W[i].n_out, work);
+        void *work = malloc(kz_matmul_work_bytes(&(kz_mm){.w = {wp[0], wp[1]}, .nw = 2, .n_tok = 1}) + 64 + (size_t)n_in);
+        for (int i = 0; i < 2; i++) matmul1(NULL, &W[i], src, 1, ref[i], W[i].n_out, work);
         for (int pi = -1; pi < 3; pi++) {
             for (int64_t e = 0; e < n_in; e++) x[e] = NAN; /* read before pre: NaN outputs */
             pre_copy pc = { x, src, n_in, 0 };
             const kz_mm_pre pre = { pre_copy_fn, &pc };
             for (int i = 0; i < 2; i++)
                 for (int64_t o = 0; o < W[i].n_out; o++) y[i][o] = -12345.0f;
-            kz_matmul_multi_pre(pi < 0 ? NULL : pools[pi], wp, 2, x, y, work, &pre);
+            kz_matmul(pi < 0 ? NULL : pools[pi],
+                      &(kz_mm){.w = {wp[0], wp[1]}, .nw = 2, .x = x, .n_tok = 1, .y = {y[0], y[1]}, .pre = &pre, .work = work});
             int bad = 0;
             for (int i = 0; i < 2; i++) bad += memcmp(y[i], ref[i], sizeof(float) * W[i].n_out) != 0;
             CHECKF(bad == 0 && pc.calls == 1, "matmul_multi_pre group %d threads %d: %d outputs differ, pre ran %d times", g, pi + 2, bad, pc.calls);
             /* the argmax entry with a pre step, on the first matrix */
             for (int64_t e = 0; e < n_in; e++) x[e] = NAN;
             pc.calls = 0;
-            const int64_t a = kz_matmul_argmax(pi < 0 ? NULL : pools[pi], &W[0], x, y[0], work, &pre);
+            int64_t a = -1;
+            kz_matmul(pi < 0 ? NULL : pools[pi], &(kz_mm){.w = {&W[0]}, .nw = 1, .x = x, .n_tok = 1, .y = {y[0]}, .pre = &pre,
+                                                          .argmax = &a, .work = work});
             CHECKF(pc.calls == 1 && memcmp(y[0], ref[0], sizeof(float) * W[0].n_out) == 0 && a == kz_argmax(ref[0], (int)W[0].n_out),
                    "matmul_argmax with pre, group %d threads %d", g, pi + 2);
             n_cases++;
@@ -877,8 +893,8 @@ int main(void) {
     test_roundtrip();
     test_vec_dot();
     test_matmul();
-    test_matmul_p16();
-    test_p16_kernels();
+    test_matmul_q4_0_16x4();
+    test_q4_0_16x4_kernels();
     test_matmul_multi();
     test_matmul_argmax();
     test_matmul_swiglu();

@@ -16,10 +16,19 @@
 #include "sys/cpu.h"
 #include "sys/fp16.h"
 #include "kt.h"
-#include "matmul/quant.h"
-#include "matmul/ref/quant_act.h"
+#include "matmul/matmul.h"
+#include "matmul/ref/act.h"
+#include "matmul/ref/ref.h"
 #include "sys/threadpool.h"
 #include "model/types.h"
+
+/* one matrix through kz_matmul */
+static void matmul1(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy, void *work) {
+    kz_matmul(pool, &(kz_mm){.w = {w}, .nw = 1, .x = x, .n_tok = n_tok, .y = {y}, .ldy = {ldy}, .work = work});
+}
+static size_t matmul1_work(const kz_wmat *w, int n_tok) {
+    return kz_matmul_work_bytes(&(kz_mm){.w = {w}, .nw = 1, .n_tok = n_tok});
+}
 
 static const uint32_t TYPES[] = { KZ_T_Q4_K, KZ_T_Q5_K, KZ_T_Q6_K };
 static const char *tname(uint32_t t) { return t == KZ_T_Q4_K ? "Q4_K" : t == KZ_T_Q5_K ? "Q5_K" : "Q6_K"; }
@@ -63,7 +72,7 @@ static void make_acts(int64_t n, int nt, uint8_t *a, unsigned long long *s) {
     float *x = malloc(sizeof(float) * n);
     for (int k = 0; k < nt; k++) {
         kt_fill_row(x, n, s);
-        kz_quant_q8_K(x, a + (size_t)k * (n / 256) * KZ_Q8_K_BYTES, n);
+        kz_ref_quant_q8_K(x, a + (size_t)k * (n / 256) * KZ_Q8_K_BYTES, n);
     }
     free(x);
 }
@@ -237,10 +246,10 @@ static void test_matmul(void) {
                 kz_wmat W = { .type = t, .n_in = n_in, .n_out = n_out, .row_bytes = rb, .data = wq };
                 const int64_t ldy = n_out + 1;
                 float *y = malloc(sizeof(float) * ldy * n_tok), *y0 = malloc(sizeof(float) * ldy * n_tok);
-                void *work = malloc(kz_matmul_work_bytes(&W, n_tok) + 1);
+                void *work = malloc(matmul1_work(&W, n_tok) + 1);
                 for (int pi = 0; pi < 3; pi++) {
                     for (int64_t i = 0; i < ldy * n_tok; i++) y[i] = -5.0f;
-                    kz_matmul(pools[pi], &W, x, n_tok, y, ldy, work);
+                    matmul1(pools[pi], &W, x, n_tok, y, ldy, work);
                     if (pi == 0) {
                         memcpy(y0, y, sizeof(float) * ldy * n_tok);
                         /* vs double: weights dequantized, activations exact f32; the error
@@ -262,7 +271,7 @@ static void test_matmul(void) {
                     /* batch invariance: each token alone gives the same bits */
                     for (int k = 0; k < n_tok; k++) {
                         float y1[40];
-                        kz_matmul(pools[pi], &W, x + k * n_in, 1, y1, n_out, work);
+                        matmul1(pools[pi], &W, x + k * n_in, 1, y1, n_out, work);
                         CHECKF(memcmp(y1, y + k * ldy, sizeof(float) * n_out) == 0, "%s matmul token %d alone differs",
                                tname(t), k);
                     }

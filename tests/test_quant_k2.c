@@ -9,9 +9,17 @@
 
 #include "sys/cpu.h"
 #include "kt.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "sys/threadpool.h"
 #include "model/types.h"
+
+/* one matrix through kz_matmul */
+static void matmul1(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy, void *work) {
+    kz_matmul(pool, &(kz_mm){.w = {w}, .nw = 1, .x = x, .n_tok = n_tok, .y = {y}, .ldy = {ldy}, .work = work});
+}
+static size_t matmul1_work(const kz_wmat *w, int n_tok) {
+    return kz_matmul_work_bytes(&(kz_mm){.w = {w}, .nw = 1, .n_tok = n_tok});
+}
 
 static const uint32_t TYPES[3] = { KZ_T_Q2_K, KZ_T_Q3_K, KZ_T_IQ4_XS };
 static const char *NAMES[3] = { "Q2_K", "Q3_K", "IQ4_XS" };
@@ -104,8 +112,8 @@ int main(void) {
         kz_wmat W = { .type = TYPES[ti], .n_in = n, .n_out = no, .row_bytes = wb, .data = wq };
         const int64_t ldy = no + 2;
         float *yy = malloc(sizeof(float) * (size_t)(ldy * nt));
-        void *work = malloc(kz_matmul_work_bytes(&W, nt) + 1);
-        kz_matmul(pool, &W, xf, nt, yy, ldy, work);
+        void *work = malloc(matmul1_work(&W, nt) + 1);
+        matmul1(pool, &W, xf, nt, yy, ldy, work);
         double worst = 0;
         for (int t = 0; t < nt; t++) {
             q8k->quant(xf + t * n, aq, n);

@@ -15,9 +15,17 @@
 #include "sys/cpu.h"
 #include "sys/fp16.h"
 #include "kt.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "sys/threadpool.h"
 #include "model/types.h"
+
+/* one matrix through kz_matmul */
+static void matmul1(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy, void *work) {
+    kz_matmul(pool, &(kz_mm){.w = {w}, .nw = 1, .x = x, .n_tok = n_tok, .y = {y}, .ldy = {ldy}, .work = work});
+}
+static size_t matmul1_work(const kz_wmat *w, int n_tok) {
+    return kz_matmul_work_bytes(&(kz_mm){.w = {w}, .nw = 1, .n_tok = n_tok});
+}
 
 static const uint32_t TYPES[] = { KZ_T_Q4_1, KZ_T_Q5_0, KZ_T_Q5_1, KZ_T_IQ4_NL };
 static const char *TNAME[] = { "Q4_1", "Q5_0", "Q5_1", "IQ4_NL" };
@@ -278,10 +286,10 @@ static void test_matmul(void) {
                     }
                     for (int k = 0; k < ntok; k++) kt_fill_row(x + k * nin, nin, &s);
                     kz_wmat W = { .type = t, .n_in = nin, .n_out = nout, .row_bytes = rb, .data = wq };
-                    void *work = malloc(kz_matmul_work_bytes(&W, ntok) + 1);
+                    void *work = malloc(matmul1_work(&W, ntok) + 1);
                     float *y = malloc(sizeof(float) * nout * ntok), *y2 = malloc(sizeof(float) * nout * ntok);
-                    kz_matmul(NULL, &W, x, ntok, y, nout, work);
-                    kz_matmul(pool, &W, x, ntok, y2, nout, work);
+                    matmul1(NULL, &W, x, ntok, y, nout, work);
+                    matmul1(pool, &W, x, ntok, y2, nout, work);
                     CHECKF(!memcmp(y, y2, sizeof(float) * nout * ntok), "%s matmul threads differ", TNAME[ti]);
                     for (int k = 0; k < ntok; k++)
                         for (int o = 0; o < nout; o++) {

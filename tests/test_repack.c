@@ -11,16 +11,16 @@
 #include "kt.h"
 #include "tools/mkmodel/mkmodel.h"
 #include "model/model.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "model/types.h"
 
 static int n_packed(const kz_model *m) {
-    int n = m->output.p16 != NULL;
+    int n = m->output.q4_0_16x4 != NULL;
     for (int i = 0; i < m->hp.n_layer; i++) {
         const kz_layer *l = &m->layers[i];
         const kz_wmat *ws[] = {&l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->wq, &l->wk, &l->wv, &l->wo,
                                &l->wqkv, &l->wgate, &l->wbeta, &l->walpha, &l->wssm_out};
-        for (size_t j = 0; j < sizeof ws / sizeof *ws; j++) n += ws[j]->p16 != NULL;
+        for (size_t j = 0; j < sizeof ws / sizeof *ws; j++) n += ws[j]->q4_0_16x4 != NULL;
     }
     return n;
 }
@@ -43,7 +43,7 @@ static float *run(kz_model *m, const int32_t *tok, int n, int np, int nv, int nt
 
 int main(void) {
     const char *presets[2] = {"qwen35-tiny", "qwen3-tiny"};
-    const int have = kz_gemm_p16_get() != NULL;
+    const int have = kz_q4_0_16x4_supported();
     const int small = getenv("KZ_TEST_SMALL") && atoi(getenv("KZ_TEST_SMALL")), nth = 2;
     for (int k = 0; k < 2; k++) {
         char path[256], err[256];

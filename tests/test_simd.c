@@ -74,7 +74,7 @@ static void special_fill(float *x, int64_t n, unsigned long long *s, int kind) {
     }
 }
 
-static void test_act_convert(void) {
+static void test_act_quant(void) {
     static const int64_t NQ[] = { 32, 32 * 3, 32 * 33, 32 * 129 };
     static const int64_t NF[] = { 1, 7, 8, 9, 31, 229, 1029 };
     unsigned long long s = 2024;
@@ -509,7 +509,7 @@ int main(void) {
     /* the child-process tests first, before anything in this process could fix its level */
     test_env();
     test_greedy();
-    test_act_convert();
+    test_act_quant();
     test_gemm();
     test_f16_dequant();
     char buf[256]; /* kz_cpu_describe fixes this process's level: only after the children */

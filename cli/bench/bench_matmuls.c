@@ -10,7 +10,7 @@
  * taken minutes earlier.
  *
  * A round: one sample, then every layer's products in decode order with the same calls as
- * forward.c (kz_matmul_multi: the same groups, kernels, work split and thread pool size; one
+ * forward.c (kz_matmul: the same groups, kernels, work split and thread pool size; one
  * token; the input is a fixed random vector, the outputs are discarded), then the LM head, then
  * the next sample. Reported per part and overall: the round's GB/s (weight bytes / time) as a %
  * of its two samples' mean; median and quartiles over rounds, and the medians over the rounds
@@ -25,7 +25,7 @@
 #include "cli/bench/bench_stats.h"
 #include "cli/bench/membw.h"
 #include "model/model.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "sys/threadpool.h"
 
 enum { P_GDN_IN, P_GDN_OUT, P_ATTN_IN, P_ATTN_OUT, P_FFN_GU, P_FFN_DOWN, P_HEAD, P_COUNT };
@@ -40,7 +40,7 @@ typedef struct {
     double t[P_COUNT], bytes[P_COUNT];
 } mm_run;
 
-/* one dispatch of a decode step: the matrices forward.c passes to one kz_matmul_multi call */
+/* one dispatch of a decode step: the matrices forward.c passes to one kz_matmul call */
 typedef struct {
     int part, n;
     const kz_wmat *w[KZ_MM_MAX];
@@ -82,13 +82,14 @@ static void step(const kz_model *m, mm_run *r) {
         mm_group g[4];
         const int ng = layer_groups(m, il, g);
         for (int j = 0; j < ng; j++) {
-            int64_t ld[KZ_MM_MAX];
+            kz_mm a = {.nw = g[j].n, .x = r->x, .n_tok = 1, .work = r->work};
             for (int i = 0; i < g[j].n; i++) {
-                ld[i] = g[j].w[i]->n_out;
+                a.w[i] = g[j].w[i];
+                a.y[i] = r->y[i];
                 r->bytes[g[j].part] += (double)g[j].w[i]->row_bytes * (double)g[j].w[i]->n_out;
             }
             const double t0 = kz_bench_now();
-            kz_matmul_multi(r->pool, g[j].w, g[j].n, r->x, 1, r->y, ld, r->work, NULL);
+            kz_matmul(r->pool, &a);
             r->t[g[j].part] += kz_bench_now() - t0;
         }
     }
@@ -106,7 +107,9 @@ static void sizes(const kz_model *m, int64_t *max_in, int64_t *max_out, size_t *
                 if (g[j].w[i]->n_in > *max_in) *max_in = g[j].w[i]->n_in;
                 if (g[j].w[i]->n_out > *max_out) *max_out = g[j].w[i]->n_out;
             }
-            const size_t wb = kz_matmul_multi_work_bytes(g[j].w, g[j].n, 1);
+            kz_mm a = {.nw = g[j].n, .n_tok = 1};
+            for (int i = 0; i < g[j].n; i++) a.w[i] = g[j].w[i];
+            const size_t wb = kz_matmul_work_bytes(&a);
             if (wb > *work) *work = wb;
         }
     }

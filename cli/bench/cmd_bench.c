@@ -474,7 +474,7 @@ int cmd_bench(int argc, char **argv) {
         bstats sp = stats_of(pp, (int)runs), sg = stats_of(tg, (int)runs);
         kz_context_free(c);
         c = NULL;
-        uint64_t repacked = m->p16_bytes;
+        uint64_t repacked = m->repack_bytes;
         kz_model_free(m); /* its pool must be idle and its pages out of the way of the bw test */
         m = NULL;
 

@@ -1,4 +1,4 @@
-/* Y = X W^T for a GGUF weight matrix: activations are converted once into the weight's
+/* Y = X W^T for a GGUF weight matrix: activations are quantised once into the weight's
  * activation type, then the output rows are split over the pool's threads (in multiples of 8
  * rows, so SIMD tiles stay full). Decode (1 token): each thread runs the type's gemm kernel over
  * its rows once, streaming every weight byte once. Prefill: blocks of MM_RB rows x MM_TB
@@ -15,14 +15,14 @@
 
 #include "sys/cpu.h"
 #include "nn/ops.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "model/types.h"
 
-/* activation rows are converted in chunks of this many elements (a multiple of every block
- * size used here), which lets several threads share the conversion of one long row */
-#define CONV_CHUNK 256
-/* below this many activation elements the caller converts alone (a pool dispatch costs more) */
-#define CONV_PAR_MIN 16384
+/* activation rows are quantised in chunks of this many elements (a multiple of every block
+ * size used here), which lets several threads share the quantisation of one long row */
+#define ACT_CHUNK 256
+/* below this many activation elements the caller quantises alone (a pool dispatch costs more) */
+#define ACT_PAR_MIN 16384
 /* threads split the rows in units of this many (the widest kernel tile) */
 #define MM_ROW_UNIT 8
 /* prefill blocking: rows x tokens per kernel call */
@@ -30,17 +30,18 @@
 #define MM_TB 64
 /* row block of the lane-per-row Q4_0 kernels (AVX-512 VNNI, row or packed layout): they derive
  * per-(token, block) activation sums once per call and reuse them over every 16-row group of
- * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2; +10 % measured) */
+ * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2) */
 #define MM_RB_LANE 256
 
-/* after a one-token Q8_0 activation row: its per-block terms for the packed GEMV (kz_p16_gemv),
+/* after a one-token Q8_0 activation row: its per-block terms for the packed GEMV (kz_gemv_q4_0_16x4),
  * 64-byte aligned */
 static size_t aux_bytes(const kz_wmat *w, int n_tok) {
     return n_tok == 1 && kz_act_type(w->type) == KZ_T_Q8_0 ? 64 + (size_t)(w->n_in / 32) * sizeof(int32_t) : 0;
 }
 
-size_t kz_matmul_work_bytes(const kz_wmat *w, int n_tok) {
-    if (!w || n_tok <= 0 || w->type == KZ_T_F32) return 0; /* F32 uses X directly */
+/* bytes of one matrix's quantised X (F32 weights read X directly) */
+static size_t act_bytes(const kz_wmat *w, int n_tok) {
+    if (!w || n_tok <= 0 || w->type == KZ_T_F32) return 0;
     return (size_t)n_tok * kz_act_row_bytes(w->type, w->n_in) + aux_bytes(w, n_tok);
 }
 
@@ -48,31 +49,31 @@ typedef struct {
     const kz_qtraits *wt, *at;
     const kz_wmat *w;
     const float *x;
-    const float *x2; /* non-NULL: the rows converted are kz_swiglu(x, x2) (kz_matmul_swiglu) */
+    const float *x2; /* non-NULL: the rows quantised are kz_swiglu(x, x2) (kz_mm.swiglu) */
     int n_tok;
     const uint8_t *act; /* n_tok rows of act_rb bytes */
     size_t act_rb;
     float *y;
     int64_t ldy;
-    int64_t n_chunk; /* conversion chunks per row */
+    int64_t n_chunk; /* quantisation chunks per row */
     const atomic_int *abort; /* prefill: stop between tiles once non-zero (output dropped) */
-    kz_gemm_p16_fn p16;      /* kernel for w->p16 rows, NULL: w has none or this level cannot use them */
-    kz_p16_gemv gv;          /* one token: the level's GEMV taking aux (NULL gemv: p16 computes it) */
+    kz_gemm_q4_0_16x4_fn gemm16; /* kernel for w->q4_0_16x4 rows, NULL: w has none or this level cannot use them */
+    kz_gemv_q4_0_16x4 gv;          /* one token: the level's GEMV taking aux (NULL gemv: gemm16 computes it) */
     int32_t *aux;            /* one token: the activation row's per-block terms for gv, or NULL */
-    int32_t *aux_room;       /* converting matrix, one token: where its row's terms go */
-    int aux_need;            /* converting matrix: a packed matrix reads its terms */
+    int32_t *aux_room;       /* quantising matrix, one token: where its row's terms go */
+    int aux_need;            /* quantising matrix: a packed matrix reads its terms */
     int64_t rb;              /* prefill row block */
 } mm_task;
 
-static void conv_chunks(const mm_task *t, int64_t lo, int64_t hi) {
+static void quant_act_chunks(const mm_task *t, int64_t lo, int64_t hi) {
     const int64_t n_in = t->w->n_in;
     for (int64_t c = lo; c < hi; c++) {
         int64_t tok = c / t->n_chunk, k = c % t->n_chunk;
-        int64_t e0 = k * CONV_CHUNK, len = n_in - e0 < CONV_CHUNK ? n_in - e0 : CONV_CHUNK;
+        int64_t e0 = k * ACT_CHUNK, len = n_in - e0 < ACT_CHUNK ? n_in - e0 : ACT_CHUNK;
         /* e0 is a whole number of blocks, so its byte offset is well defined */
         size_t off = (size_t)(e0 / t->at->blck) * t->at->bytes;
         const float *src = t->x + tok * n_in + e0;
-        float sw[CONV_CHUNK];
+        float sw[ACT_CHUNK];
         if (t->x2) { /* elementwise: the same bits as kz_swiglu over the whole row */
             memcpy(sw, src, (size_t)len * sizeof *sw);
             kz_swiglu(sw, t->x2 + tok * n_in + e0, (int)len);
@@ -82,28 +83,28 @@ static void conv_chunks(const mm_task *t, int64_t lo, int64_t hi) {
     }
 }
 
-static void conv_task(void *arg, int ith, int nth) {
+static void quant_act_task(void *arg, int ith, int nth) {
     const mm_task *t = arg;
     long lo, hi;
     kz_split((long)(t->n_chunk * t->n_tok), ith, nth, &lo, &hi);
-    conv_chunks(t, lo, hi);
+    quant_act_chunks(t, lo, hi);
 }
 
-/* where row r0 (a multiple of 16 below n_p16) starts in w's packed copy */
-static const uint8_t *p16_rows(const kz_wmat *w, int64_t r0) {
-    return (const uint8_t *)w->p16 + (size_t)(r0 / 16) * kz_pack16_group_bytes(w->n_in);
+/* where row r0 (a multiple of 16 below n_q4_0_16x4) starts in w's packed copy */
+static const uint8_t *q16x4_rows(const kz_wmat *w, int64_t r0) {
+    return (const uint8_t *)w->q4_0_16x4 + (size_t)(r0 / 16) * kz_q4_0_16x4_group_bytes(w->n_in);
 }
 
 /* One kernel call on rows [r0, r0 + nr) x tokens [t0, t0 + nt): the packed kernel for rows
- * below w->n_p16 (whole 16-row groups), the row kernel on w->data otherwise. */
+ * below w->n_q4_0_16x4 (whole 16-row groups), the row kernel on w->data otherwise. */
 static void dot_block(const mm_task *t, int packed, int64_t r0, int64_t nr, int t0, int nt) {
     const kz_wmat *w = t->w;
     const uint8_t *a = t->act + (size_t)t0 * t->act_rb;
     float *y = t->y + (int64_t)t0 * t->ldy + r0;
     if (packed && t->aux)
-        t->gv.gemv(w->n_in, p16_rows(w, r0), nr, a, t->aux, y);
+        t->gv.gemv(w->n_in, q16x4_rows(w, r0), nr, a, t->aux, y);
     else if (packed)
-        t->p16(w->n_in, p16_rows(w, r0), nr, a, t->act_rb, nt, y, t->ldy);
+        t->gemm16(w->n_in, q16x4_rows(w, r0), nr, a, t->act_rb, nt, y, t->ldy);
     else
         t->wt->gemm(w->n_in, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, a, t->act_rb,
                     nt, y, t->ldy);
@@ -123,19 +124,19 @@ static void dot_rows(const mm_task *t, int packed, int64_t r_lo, int64_t r_hi) {
     }
 }
 
-/* rows [r_lo, r_hi) of one matrix: packed rows (below n_p16) with the packed kernel */
+/* rows [r_lo, r_hi) of one matrix: packed rows (below n_q4_0_16x4) with the packed kernel */
 static void dot_range(const mm_task *t, int64_t r_lo, int64_t r_hi) {
     if (r_lo >= r_hi) return;
-    if (t->p16 && r_lo < t->w->n_p16) {
-        const int64_t e = r_hi < t->w->n_p16 ? r_hi : t->w->n_p16;
+    if (t->gemm16 && r_lo < t->w->n_q4_0_16x4) {
+        const int64_t e = r_hi < t->w->n_q4_0_16x4 ? r_hi : t->w->n_q4_0_16x4;
         dot_rows(t, 1, r_lo, e);
         r_lo = e;
     }
     if (r_lo < r_hi) dot_rows(t, 0, r_lo, r_hi);
 }
 
-/* Several matrices reading the same X, done in one conversion + one dispatch (decode pays a
- * pool barrier per dispatch; prefill converts X once instead of once per matrix).
+/* Several matrices reading the same X, done in one quantisation + one dispatch (decode pays a
+ * pool barrier per dispatch; prefill quantises X once instead of once per matrix).
  *
  * Work sharing: the rows are cut into chunks (decode: ~128 KiB of weights; prefill: one row
  * block) and every thread owns a contiguous run of chunks of about equal weight bytes (an F32
@@ -154,16 +155,16 @@ typedef struct {
     int64_t cu[KZ_MM_MAX];       /* units per chunk */
     int64_t ccum[KZ_MM_MAX + 1]; /* cumulative chunk counts */
     int n_runs;
-    int conv_in;                 /* one token: X converted at the start of the dispatch (else before it) */
-    int64_t conv_total;          /* conversion chunks of all converting matrices */
-    int argmax;                  /* kz_matmul_argmax: threads track the first maximum of the rows they write */
+    int act_in_dispatch;                 /* one token: X quantised at the start of the dispatch (else before it) */
+    int64_t act_total;          /* quantisation chunks of all quantising matrices */
+    int argmax;                  /* kz_mm.argmax: threads track the first maximum of the rows they write */
     _Atomic uint64_t best;       /* the largest argmax_key of any thread, 0: no element above -inf yet */
-    kz_phase conv;               /* conversion chunks finished */
-    const kz_mm_pre *pre;        /* run by thread 0 at the start of a dispatch that converts X in it */
+    kz_phase act_done;               /* quantisation chunks finished */
+    const kz_mm_pre *pre;        /* run by thread 0 at the start of a dispatch that quantises X in it */
     atomic_int pre_done;
     /* from here on set only as far as used (n_runs), not zeroed per call */
     kz_run run[KZ_RUNS_MAX];
-    kz_run conv_run[KZ_RUNS_MAX];
+    kz_run act_run[KZ_RUNS_MAX];
 } mm_multi;
 
 /* Order key of element i holding v (above -inf, not NaN): larger value first, then lower index,
@@ -178,13 +179,10 @@ static uint64_t argmax_key(float v, int64_t i) {
 }
 
 /* packed rows go in 16-row groups, so a split unit never straddles a group; in the units the
- * one-token GEMV asks for (kz_p16_gemv: two groups where it streams them side by side, so a call
- * holds whole pairs; the last unit of an odd group count is one group). Xeon host of 2026-12-05,
- * `kazeia bench --matmuls 40` rounds alternating with 16-row units in one process (a scratch
- * switch, as in quant_x86.c's ZR_PF_PAIR note): 4B +0.45 points median, 0.8B +0.76 (14 of 20
- * rounds ahead each). */
+ * one-token GEMV asks for (kz_gemv_q4_0_16x4: two groups where it streams them side by side, so a call
+ * holds whole pairs; the last unit of an odd group count is one group). */
 static int64_t unit_rows(const mm_task *t) {
-    if (!t->p16) return MM_ROW_UNIT;
+    if (!t->gemm16) return MM_ROW_UNIT;
     return t->gv.gemv ? t->gv.unit_rows : 16;
 }
 
@@ -210,9 +208,9 @@ static void do_chunks(const mm_multi *mt, int64_t c0, int64_t c1, uint64_t *best
     }
 }
 
-/* conversion chunks [lo, hi) of the converting matrices taken in order, then their rows'
+/* quantisation chunks [lo, hi) of the quantising matrices taken in order, then their rows'
  * GEMV terms (per block, so a row is prepared in pieces) */
-static void conv_range(const mm_multi *mt, int64_t lo, int64_t hi) {
+static void quant_act_range(const mm_multi *mt, int64_t lo, int64_t hi) {
     for (int i = 0; i < mt->n && lo < hi; i++) {
         const mm_task *t = &mt->t[i];
         if (!t->n_chunk) continue;
@@ -221,9 +219,9 @@ static void conv_range(const mm_multi *mt, int64_t lo, int64_t hi) {
             continue;
         }
         const int64_t e = hi < t->n_chunk ? hi : t->n_chunk;
-        conv_chunks(t, lo, e);
+        quant_act_chunks(t, lo, e);
         if (t->aux_need) {
-            const int64_t e0 = lo * CONV_CHUNK, e1 = e * CONV_CHUNK < t->w->n_in ? e * CONV_CHUNK : t->w->n_in;
+            const int64_t e0 = lo * ACT_CHUNK, e1 = e * ACT_CHUNK < t->w->n_in ? e * ACT_CHUNK : t->w->n_in;
             t->gv.prep(t->act + (size_t)(e0 / t->at->blck) * t->at->bytes, e1 - e0, t->aux_room + e0 / 32);
         }
         lo = 0, hi -= t->n_chunk;
@@ -242,9 +240,9 @@ static void pre_prefetch(mm_multi *mt, int ith) {
             if (c < mt->ccum[i] || c >= mt->ccum[i + 1]) continue;
             const mm_task *t = &mt->t[i];
             const int64_t r = (c - mt->ccum[i]) * mt->cu[i] * mt->unit[i];
-            if (t->p16 && r < t->w->n_p16) {
-                p = (const char *)p16_rows(t->w, r);
-                end = (const char *)p16_rows(t->w, t->w->n_p16);
+            if (t->gemm16 && r < t->w->n_q4_0_16x4) {
+                p = (const char *)q16x4_rows(t->w, r);
+                end = (const char *)q16x4_rows(t->w, t->w->n_q4_0_16x4);
             } else {
                 p = (const char *)t->w->data + (size_t)r * t->w->row_bytes;
                 end = (const char *)t->w->data + (size_t)t->w->n_out * t->w->row_bytes;
@@ -274,14 +272,14 @@ static void dot_task(void *arg, int ith, int nth) {
             pre_prefetch(mt, ith);
         }
     }
-    if (mt->conv_in) {
+    if (mt->act_in_dispatch) {
         int kc = 0;
         int64_t c0, c1;
-        while (kz_runs_next(mt->conv_run, mt->n_runs, ith, 1, &kc, &c0, &c1)) {
-            conv_range(mt, c0, c1);
-            kz_phase_add(&mt->conv, (long)(c1 - c0));
+        while (kz_runs_next(mt->act_run, mt->n_runs, ith, 1, &kc, &c0, &c1)) {
+            quant_act_range(mt, c0, c1);
+            kz_phase_add(&mt->act_done, (long)(c1 - c0));
         }
-        kz_phase_wait(&mt->conv, (long)mt->conv_total);
+        kz_phase_wait(&mt->act_done, (long)mt->act_total);
     }
     int k = 0;
     int64_t c0, c1;
@@ -330,39 +328,29 @@ static void make_runs(mm_multi *mt, int nth) {
     }
 }
 
-static void conv_multi_task(void *arg, int ith, int nth) {
+static void quant_act_multi_task(void *arg, int ith, int nth) {
     const mm_multi *mt = arg;
     for (int i = 0; i < mt->n; i++)
-        if (mt->t[i].n_chunk) conv_task((void *)&mt->t[i], ith, nth);
+        if (mt->t[i].n_chunk) quant_act_task((void *)&mt->t[i], ith, nth);
 }
 
-void kz_matmul(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y, int64_t ldy,
-               void *work) {
-    kz_matmul_abortable(pool, w, x, n_tok, y, ldy, work, NULL);
-}
-
-void kz_matmul_abortable(kz_pool *pool, const kz_wmat *w, const float *x, int n_tok, float *y,
-                         int64_t ldy, void *work, const atomic_int *abort) {
-    kz_matmul_multi(pool, &w, 1, x, n_tok, &y, &ldy, work, abort);
-}
-
-/* b can read the X that a's conversion made (F32 weights read X itself: nothing to share) */
+/* b can read the X that a's quantisation made (F32 weights read X itself: nothing to share) */
 static int shares_act(const kz_wmat *a, const kz_wmat *b) {
     return a->type != KZ_T_F32 && b->type != KZ_T_F32 && kz_act_type(a->type) == kz_act_type(b->type) &&
            a->n_in == b->n_in;
 }
 
-size_t kz_matmul_multi_work_bytes(const kz_wmat *const *w, int nw, int n_tok) {
+size_t kz_matmul_work_bytes(const kz_mm *mm) {
     size_t sum = 0;
-    for (int i = 0; i < nw; i++) {
+    for (int i = 0; i < mm->nw && i < KZ_MM_MAX; i++) {
         int seen = 0;
-        for (int j = 0; j < i && !seen; j++) seen = shares_act(w[j], w[i]);
-        if (!seen) sum += kz_matmul_work_bytes(w[i], n_tok);
+        for (int j = 0; j < i && !seen; j++) seen = shares_act(mm->w[j], mm->w[i]);
+        if (!seen) sum += act_bytes(mm->w[i], mm->n_tok);
     }
     return sum;
 }
 
-/* kz_matmul_multi; argmax: (one token, one matrix) returns kz_matmul_argmax's index, else 0 */
+/* kz_matmul over arrays; argmax (one token, one matrix): returns the index kz_mm.argmax asks for, else 0 */
 static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, const float *x2,
                             int n_tok, float *const *y, const int64_t *ldy, void *work, const atomic_int *abort,
                             int argmax, const kz_mm_pre *pre) {
@@ -376,9 +364,9 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
     atomic_init(&mt.best, 0);
     const int nth = kz_pool_size(pool);
     uint8_t *wp = work;
-    int n_conv = 0;
-    const kz_gemm_p16_fn p16 = kz_gemm_p16_get();
-    const kz_p16_gemv gv = n_tok == 1 ? kz_p16_gemv_get_isa((int)kz_isa_active()) : (kz_p16_gemv){NULL, NULL, 16};
+    int n_act = 0;
+    const kz_gemm_q4_0_16x4_fn gemm16 = kz_gemm_q4_0_16x4_get();
+    const kz_gemv_q4_0_16x4 gv = n_tok == 1 ? kz_gemv_q4_0_16x4_get_isa((int)kz_isa_active()) : (kz_gemv_q4_0_16x4){NULL, NULL, 16};
     for (int i = 0; i < nw; i++) {
         const kz_wmat *wi = w[i];
         const kz_qtraits *wt = kz_qtraits_get(wi->type);
@@ -390,34 +378,34 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
         }
         mm_task *t = &mt.t[mt.n];
         *t = (mm_task){.wt = wt, .at = kz_qtraits_get(wt->act_type), .w = wi, .x = x, .x2 = x2, .n_tok = n_tok,
-                       .abort = abort, .y = y[i], .ldy = ldy[i], .p16 = wi->p16 && wi->n_p16 > 0 ? p16 : NULL,
+                       .abort = abort, .y = y[i], .ldy = ldy[i], .gemm16 = wi->q4_0_16x4 && wi->n_q4_0_16x4 > 0 ? gemm16 : NULL,
                        .rb = MM_RB, .gv = gv};
 #if defined(__x86_64__)
         /* the x86 level with a packed kernel also runs plain Q4_0 rows lane-per-row */
-        if (wi->type == KZ_T_Q4_0 && p16) t->rb = MM_RB_LANE;
+        if (wi->type == KZ_T_Q4_0 && gemm16) t->rb = MM_RB_LANE;
 #endif
         if (wi->type == KZ_T_F32) {
             t->act = (const uint8_t *)x;
             t->act_rb = (size_t)wi->n_in * sizeof(float);
         } else {
             t->act_rb = kz_act_row_bytes(wi->type, wi->n_in);
-            /* an earlier matrix with the same activation type already converts X: the first one
-             * sharing it (sharing is an equivalence, so that one converts) */
-            int conv = -1;
-            for (int j = 0; j < mt.n && conv < 0; j++)
-                if (shares_act(mt.t[j].w, wi)) conv = j;
-            if (conv >= 0) {
-                t->act = mt.t[conv].act;
+            /* an earlier matrix with the same activation type already quantises X: the first one
+             * sharing it (sharing is an equivalence, so that one quantises) */
+            int owner = -1;
+            for (int j = 0; j < mt.n && owner < 0; j++)
+                if (shares_act(mt.t[j].w, wi)) owner = j;
+            if (owner >= 0) {
+                t->act = mt.t[owner].act;
             } else {
                 t->act = wp;
-                t->n_chunk = (wi->n_in + CONV_CHUNK - 1) / CONV_CHUNK;
-                n_conv++;
+                t->n_chunk = (wi->n_in + ACT_CHUNK - 1) / ACT_CHUNK;
+                n_act++;
                 if (aux_bytes(wi, n_tok)) /* room for the terms; filled if a packed matrix reads them */
                     t->aux_room = (int32_t *)(((uintptr_t)(wp + (size_t)n_tok * t->act_rb) + 63) & ~(uintptr_t)63);
-                wp += kz_matmul_work_bytes(wi, n_tok);
+                wp += act_bytes(wi, n_tok);
             }
-            if (gv.gemv && t->p16) { /* the packed GEMV reads the terms of the converted row */
-                mm_task *c = conv >= 0 ? &mt.t[conv] : t;
+            if (gv.gemv && t->gemm16) { /* the packed GEMV reads the terms of the quantised row */
+                mm_task *c = owner >= 0 ? &mt.t[owner] : t;
                 c->aux_need = 1;
                 t->aux = c->aux_room;
             }
@@ -439,32 +427,30 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
         mt.ccum[mt.n + 1] = mt.ccum[mt.n] + (nu + cu - 1) / cu;
         mt.n++;
     }
-    mt.conv_in = mt.n && n_conv && n_tok == 1 && nth > 1;
-    if (!mt.conv_in && pre) { /* no conversion in the dispatch: pre first */
+    mt.act_in_dispatch = mt.n && n_act && n_tok == 1 && nth > 1;
+    if (!mt.act_in_dispatch && pre) { /* no quantisation in the dispatch: pre first */
         pre->fn(pre->arg);
         pre = NULL;
     }
     if (!mt.n) return 0;
-    if (mt.conv_in) {
-        /* one token: the threads convert X at the start of the dispatch, each its own even
+    if (mt.act_in_dispatch) {
+        /* one token: the threads quantise X at the start of the dispatch, each its own even
          * share first (after a parallel step split the same way, the part it wrote itself),
-         * instead of the caller alone before it while the others wait: that took 0.46 ms of a
-         * 4B decode step on the Xeon host of 2026-12-05 (3.6 us a dispatch; 2.3 us for a row
-         * of 2560 that the quantizer converts in 0.9 us in a loop on hot data) */
-        for (int i = 0; i < mt.n; i++) mt.conv_total += mt.t[i].n_chunk;
+         * instead of the caller alone before it while the others wait */
+        for (int i = 0; i < mt.n; i++) mt.act_total += mt.t[i].n_chunk;
         mt.pre = pre;
         atomic_init(&mt.pre_done, 0);
-        kz_runs_split(mt.conv_run, nth < KZ_RUNS_MAX ? nth : KZ_RUNS_MAX, (long)mt.conv_total);
-        atomic_init(&mt.conv.done, 0);
-    } else if (n_conv) {
+        kz_runs_split(mt.act_run, nth < KZ_RUNS_MAX ? nth : KZ_RUNS_MAX, (long)mt.act_total);
+        atomic_init(&mt.act_done.done, 0);
+    } else if (n_act) {
         int64_t elems = 0;
         for (int i = 0; i < mt.n; i++)
             if (mt.t[i].n_chunk) elems += (int64_t)n_tok * mt.t[i].w->n_in;
-        if (kz_pool_size(pool) > 1 && elems >= CONV_PAR_MIN)
-            kz_pool_run(pool, conv_multi_task, &mt);
+        if (kz_pool_size(pool) > 1 && elems >= ACT_PAR_MIN)
+            kz_pool_run(pool, quant_act_multi_task, &mt);
         else
             for (int i = 0; i < mt.n; i++)
-                if (mt.t[i].n_chunk) conv_chunks(&mt.t[i], 0, mt.t[i].n_chunk * n_tok);
+                if (mt.t[i].n_chunk) quant_act_chunks(&mt.t[i], 0, mt.t[i].n_chunk * n_tok);
         for (int i = 0; i < mt.n; i++) /* once per row here, not once per kernel call */
             if (mt.t[i].aux_need) gv.prep(mt.t[i].act, mt.t[i].w->n_in, mt.t[i].aux_room);
     }
@@ -474,30 +460,23 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
     return best ? (int64_t)(UINT32_MAX - (uint32_t)best) : 0;
 }
 
-void kz_matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, int n_tok, float *const *y,
-                     const int64_t *ldy, void *work, const atomic_int *abort) {
-    matmul_multi(pool, w, nw, x, NULL, n_tok, y, ldy, work, abort, 0, NULL);
-}
-
-void kz_matmul_multi_pre(kz_pool *pool, const kz_wmat *const *w, int nw, const float *x, float *const *y,
-                         void *work, const kz_mm_pre *pre) {
+void kz_matmul(kz_pool *pool, const kz_mm *mm) {
     int64_t ldy[KZ_MM_MAX];
-    for (int i = 0; i < nw && i < KZ_MM_MAX; i++) ldy[i] = w[i]->n_out;
-    matmul_multi(pool, w, nw, x, NULL, 1, y, ldy, work, NULL, 0, pre);
-}
-
-int64_t kz_matmul_argmax(kz_pool *pool, const kz_wmat *w, const float *x, float *y, void *work,
-                         const kz_mm_pre *pre) {
-    const int64_t ldy = w->n_out;
-    return matmul_multi(pool, &w, 1, x, NULL, 1, &y, &ldy, work, NULL, 1, pre);
-}
-
-void kz_matmul_swiglu(kz_pool *pool, const kz_wmat *w, float *g, const float *u, float *y, void *work) {
-    const int64_t ldy = w->n_out;
-    if (w->type == KZ_T_F32) { /* reads X as floats: no conversion to fold the SwiGLU into */
-        kz_swiglu(g, u, (int)w->n_in);
-        matmul_multi(pool, &w, 1, g, NULL, 1, &y, &ldy, work, NULL, 0, NULL);
-        return;
+    for (int i = 0; i < mm->nw && i < KZ_MM_MAX; i++) ldy[i] = mm->ldy[i] ? mm->ldy[i] : mm->w[i]->n_out;
+    const int argmax = mm->argmax && mm->nw == 1 && mm->n_tok == 1;
+    const float *x = mm->x, *x2 = NULL;
+    if (mm->swiglu.gate && mm->nw > 0) {
+        int f32 = 0;
+        for (int i = 0; i < mm->nw && i < KZ_MM_MAX; i++) f32 |= mm->w[i]->type == KZ_T_F32;
+        x = mm->swiglu.gate;
+        if (f32) /* an F32 weight reads X as floats: no quantisation to fold the SwiGLU into */
+            for (int t = 0; t < mm->n_tok; t++)
+                kz_swiglu(mm->swiglu.gate + (size_t)t * mm->w[0]->n_in, mm->swiglu.up + (size_t)t * mm->w[0]->n_in,
+                          (int)mm->w[0]->n_in);
+        else
+            x2 = mm->swiglu.up;
     }
-    matmul_multi(pool, &w, 1, g, u, 1, &y, &ldy, work, NULL, 0, NULL);
+    const int64_t best = matmul_multi(pool, mm->w, mm->nw, x, x2, mm->n_tok, mm->y, ldy, mm->work, mm->abort,
+                                      argmax, mm->pre);
+    if (mm->argmax) *mm->argmax = argmax ? best : 0;
 }

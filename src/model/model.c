@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "sys/fp16.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "model/loader.h"
 #include "model/model.h"
 #include "sys/threadpool.h"
@@ -116,13 +116,13 @@ static void pack_fn(void *arg, int ith, int nth) {
     long lo, hi;
     kz_split((long)(t->w->n_out / 16), ith, nth, &lo, &hi);
     if (hi > lo)
-        kz_pack16_q4_0((const uint8_t *)t->w->data + (size_t)lo * 16 * t->w->row_bytes, t->w->row_bytes,
-                       (int64_t)(hi - lo) * 16, t->w->n_in, t->dst + (size_t)lo * kz_pack16_group_bytes(t->w->n_in));
+        kz_repack_q4_0_16x4((const uint8_t *)t->w->data + (size_t)lo * 16 * t->w->row_bytes, t->w->row_bytes,
+                            (int64_t)(hi - lo) * 16, t->w->n_in, t->dst + (size_t)lo * kz_q4_0_16x4_group_bytes(t->w->n_in));
 }
 
 /* 0 on success or when this CPU has no packed kernel (nothing done); -1 out of memory */
 static int pack_weights(kz_model *m, int n_threads) {
-    if (!kz_gemm_p16_get()) return 0;
+    if (!kz_q4_0_16x4_supported()) return 0;
     /* weights in caller-owned memory cannot be released after the copy: packing them would
      * double the resident weights, so they stay as they are (zero-copy) */
     if (!m->gguf || !m->gguf->owns_map) return 0;
@@ -131,8 +131,8 @@ static int pack_weights(kz_model *m, int n_threads) {
     if (!list) return -1;
     const int n = pack_list(m, list, cap);
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += (size_t)(list[i]->n_out / 16) * kz_pack16_group_bytes(list[i]->n_in);
-    m->p16_bytes = total;
+    for (int i = 0; i < n; i++) total += (size_t)(list[i]->n_out / 16) * kz_q4_0_16x4_group_bytes(list[i]->n_in);
+    m->repack_bytes = total;
     if (total == 0) { free(list); return 0; }
     void *buf = NULL;
     /* 2 MiB aligned + transparent huge pages where the kernel offers them (madvise mode):
@@ -141,7 +141,7 @@ static int pack_weights(kz_model *m, int n_threads) {
 #ifdef MADV_HUGEPAGE
     madvise(buf, total, MADV_HUGEPAGE); /* advisory: ignore failure */
 #endif
-    m->p16_buf = buf;
+    m->repack_buf = buf;
     kz_pool *pool = kz_pool_new(n_threads); /* NULL (out of memory): packed on this thread */
     const long pg = sysconf(_SC_PAGESIZE);
     const int release = pg > 0;
@@ -149,12 +149,12 @@ static int pack_weights(kz_model *m, int n_threads) {
     for (int i = 0; i < n; i++) {
         kz_wmat *w = list[i];
         const int64_t nr = w->n_out - w->n_out % 16;
-        const size_t bytes = (size_t)(nr / 16) * kz_pack16_group_bytes(w->n_in);
+        const size_t bytes = (size_t)(nr / 16) * kz_q4_0_16x4_group_bytes(w->n_in);
         pack_task pt = {w, d};
         if (pool) kz_pool_run(pool, pack_fn, &pt);
         else pack_fn(&pt, 0, 1);
-        w->p16 = d;
-        w->n_p16 = nr;
+        w->q4_0_16x4 = d;
+        w->n_q4_0_16x4 = nr;
         d += bytes;
         if (release) {
             /* drop the file pages just copied (whole pages only), matrix by matrix so the
@@ -234,7 +234,7 @@ static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *
     if (params && params->repack_weights &&
         pack_weights(m, params->n_threads > 0 ? params->n_threads : kz_num_cpus())) {
         kz_seterr(err, errlen, "%s: out of memory for the repacked weights (%.1f MiB); load without repacking", path,
-                  (double)m->p16_bytes / 1048576.0);
+                  (double)m->repack_bytes / 1048576.0);
         goto fail;
     }
 
@@ -281,7 +281,7 @@ void kz_model_free(kz_model *m) {
     if (m->tok) kz_tokenizer_free(m->tok);
     free(m->layers);
     free(m->f32_pool);
-    free(m->p16_buf);
+    free(m->repack_buf);
     if (m->gguf) kz_gguf_close(m->gguf);
     free(m);
 }

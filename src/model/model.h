@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include "kazeia.h"
 #include "model/gguf.h"
-#include "matmul/quant.h"
+#include "matmul/matmul.h"
 #include "text/tokenizer.h"
 #include "sys/threadpool.h"
 
@@ -48,8 +48,8 @@ struct kz_model {
     kz_wmat tok_embd, output;
     const float *output_norm;
     float *f32_pool;        /* owned f32 copies of small 1-D tensors stored as F16/BF16 */
-    void *p16_buf;          /* owned 16-row packed copies of Q4_0 matrices (repack_weights) */
-    size_t p16_bytes;
+    void *repack_buf;       /* owned q4_0_16x4 copies of the Q4_0 matrices (repack_weights) */
+    size_t repack_bytes;
     int n_threads;
     char arch_name[16];
 };

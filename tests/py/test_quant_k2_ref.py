@@ -31,7 +31,7 @@ def kz():
     lib.kz_dequant_row.restype = ctypes.c_int
     lib.kz_quant_row.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     lib.kz_quant_row.restype = ctypes.c_size_t
-    lib.kz_act_convert.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    lib.kz_act_quant.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     lib.kz_act_row_bytes.argtypes = [ctypes.c_uint32, ctypes.c_int64]
     lib.kz_act_row_bytes.restype = ctypes.c_size_t
     lib.kz_vec_dot.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
@@ -124,7 +124,7 @@ def test_vec_dot_vs_float64(kz, name):
         a = rng.standard_normal(n).astype(np.float32)
         wq = kz_quant(kz, name, w)
         act = np.zeros(kz.kz_act_row_bytes(TYPES[name][0], n), dtype=np.uint8)
-        kz.kz_act_convert(TYPES[name][0], a.ctypes.data, act.ctypes.data, n)
+        kz.kz_act_quant(TYPES[name][0], a.ctypes.data, act.ctypes.data, n)
         wd = kz_dequant(kz, name, wq, n).astype(np.float64)
         blk = act.reshape(-1, 292)  # Q8_K: f32 d, int8 qs[256], int16 bsums[16] (not in gguf-py)
         ad = (blk[:, 4:260].view(np.int8).astype(np.float64)

@@ -31,11 +31,11 @@ KV = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 
 def lib():
     assert LIB.exists(), f"{LIB} not found: build it first (make BUILD=...)"
     L = ctypes.CDLL(str(LIB))
-    for f in ("kz_quant_row", "kz_dequant_row", "kz_act_convert", "kz_vec_dot"):
+    for f in ("kz_quant_row", "kz_dequant_row", "kz_act_quant", "kz_vec_dot"):
         getattr(L, f).argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     L.kz_quant_row.restype = ctypes.c_size_t
     L.kz_dequant_row.restype = ctypes.c_int
-    L.kz_act_convert.restype = None
+    L.kz_act_quant.restype = None
     L.kz_vec_dot.restype = ctypes.c_float
     return L
 
@@ -195,7 +195,7 @@ def test_vec_dot_vs_float64(lib, t):
             w = kz_quant(lib, t, rand_rows(rng, n // 32))
             x = rand_rows(rng, n // 32)
             a = np.zeros(n // 32 * ab, dtype=np.uint8)
-            lib.kz_act_convert(TYPES[t][0], x.ctypes.data, a.ctypes.data, n)
+            lib.kz_act_quant(TYPES[t][0], x.ctypes.data, a.ctypes.data, n)
             wd = kz_dequant(lib, t, w, n).astype(np.float64)
             ab_ = a.reshape(-1, ab)
             da = ab_[:, 0:2].copy().view(np.float16).astype(np.float64)

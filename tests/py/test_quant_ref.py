@@ -33,8 +33,8 @@ def lib():
     L.kz_quant_row.restype = ctypes.c_size_t
     L.kz_dequant_row.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     L.kz_dequant_row.restype = ctypes.c_int
-    L.kz_act_convert.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    L.kz_act_convert.restype = None
+    L.kz_act_quant.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    L.kz_act_quant.restype = None
     L.kz_vec_dot.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     L.kz_vec_dot.restype = ctypes.c_float
     L.kz_quant_q4_0_ref.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
@@ -289,11 +289,11 @@ def test_q4_0_fma_mode_differences_are_exactly_the_boundary_cases(lib):
 # ---------------- activations and dot ----------------
 
 @pytest.mark.parametrize("wname", ["Q8_0", "Q4_0"])
-def test_act_convert_is_q8_0_reference(lib, wname):
+def test_act_quant_is_q8_0_reference(lib, wname):
     rng = np.random.default_rng(3)
     x = rand_rows(rng, 1, 32 * 33).ravel()
     out = np.zeros(row_bytes("Q8_0", x.size), np.uint8)
-    lib.kz_act_convert(T[wname], x.ctypes.data, out.ctypes.data, x.size)
+    lib.kz_act_quant(T[wname], x.ctypes.data, out.ctypes.data, x.size)
     assert np.array_equal(out, ref_quant("Q8_0", x))
 
 

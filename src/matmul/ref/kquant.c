@@ -1,30 +1,33 @@
-/* Q2_K, Q3_K, IQ4_XS weights (256-element super-blocks, activations Q8_K): scalar reference
- * dequantize / quantize / dot / gemm and the per-level tables.
+/* K-quant block types (256-element super-blocks, activations Q8_K): Q2_K, Q3_K, Q4_K, Q5_K,
+ * Q6_K and IQ4_XS. Scalar reference dequantize (as gguf-py), the quantizers llama-quantize runs
+ * without imatrix (quantize_row_*_K_ref: make_qkx2_quants / make_qx_quants searches; IQ4_XS:
+ * quantize_iq4_xs with ntry = 7), float ops in the reference's order, no FMA, and the dots.
  *
- * Layouts (ggml block_q2_K / block_q3_K / block_iq4_xs):
+ * Layouts (ggml block_q*_K / block_iq4_xs):
  *   Q2_K  (84 B):  u8 scales[16] (lo nibble scale, hi nibble min), u8 qs[64], fp16 d, fp16 dmin
  *   Q3_K  (110 B): u8 hmask[32], u8 qs[64], u8 scales[12] (16 x 6-bit, minus 32), fp16 d
+ *   Q4_K  (144 B): fp16 d, fp16 dmin, scales[12], qs[128]
+ *   Q5_K  (176 B): fp16 d, fp16 dmin, scales[12], qh[32], qs[128]
+ *   Q6_K  (210 B): ql[128], qh[64], int8 scales[16], fp16 d
  *   IQ4_XS(136 B): fp16 d, u16 scales_h, u8 scales_l[4], u8 qs[128] (IQ4_NL codebook)
- * Quantizers: Q2_K / Q3_K follow llama.cpp's quantize_row_*_ref (no imatrix), IQ4_XS its
- * quantize_iq4_xs (ntry = 7, no imatrix); float ops in the reference's order, no FMA.
  *
- * Dot with Q8_K, per super-block (integer sums exact in int32, then float):
+ * Dot with Q8_K, per super-block (integer sums exact in int32, then float; super-blocks summed
+ * in order into a float starting at 0; SIMD levels reproduce exactly these float ops):
  *   Q2_K:   isum = sum_s sc[s] * sum_{i in s} q_i a_i ; summ = sum_s m[s] * bsums[s]
  *           acc += (da * d) * (float)isum - (da * dmin) * (float)summ
  *   Q3_K:   isum = sum_s sc[s] * sum_{i in s} q_i a_i   (q in -4..3)
  *           acc += (da * d) * (float)isum
  *   IQ4_XS: isum = sum_ib (ls[ib] - 32) * sum_{i in ib} kv[q_i] a_i
  *           acc += (da * d) * (float)isum
- * super-blocks summed in order into a float starting at 0. SIMD levels must reproduce exactly
- * these float ops (the integer sums are exact in any order). */
+ *   Q4_K / Q5_K / Q6_K: the contract in kernels.h (kzk_fin_*). */
 #include <math.h>
 #include <string.h>
 
-#include "sys/cpu.h"
 #include "sys/fp16.h"
-#include "matmul/quant.h"
-#include "matmul/ref/quant_act.h"
-#include "matmul/quant_k2_isa.h"
+#include "matmul/block.h"
+#include "matmul/kernels.h"
+#include "matmul/ref/ref.h"
+#include "matmul/ref/act.h"
 #include "model/types.h"
 
 #if defined(__clang__)
@@ -38,22 +41,9 @@
 #define Q3K_BYTES 110
 #define IQ4XS_BYTES 136
 
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[1] = (uint8_t)(v >> 8); }
-static inline float h2f(const uint8_t *p) { return kz_fp16_to_f32(rd16(p)); }
-static inline float act_d(const uint8_t *a) { float d; memcpy(&d, a, 4); return d; }
 static inline int16_t act_bsum(const uint8_t *a, int s) { int16_t v; memcpy(&v, a + 260 + 2 * s, 2); return v; }
 
-/* round half to even via 1.5*2^23 (ggml nearest_int); callers clamp the result */
-static inline int nearest_int(float v) {
-    float f = v + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-static const int8_t kv_iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 /* ---- element decoders shared by dequant and dot ---- */
 
@@ -84,7 +74,7 @@ static inline int iq4_code(const uint8_t *b, int e) {
 
 /* ---------------- dequantize ---------------- */
 
-static void dq_q2_K(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q2_K(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QKK; i++, b += Q2K_BYTES, dst += QKK) {
         const float d = h2f(b + 80), dmin = h2f(b + 82);
@@ -96,7 +86,7 @@ static void dq_q2_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_q3_K(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q3_K(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QKK; i++, b += Q3K_BYTES, dst += QKK) {
         const float d = h2f(b + 108);
@@ -106,17 +96,19 @@ static void dq_q3_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_iq4_xs(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_iq4_xs(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QKK; i++, b += IQ4XS_BYTES, dst += QKK) {
         const float d = h2f(b);
-        for (int e = 0; e < QKK; e++) dst[e] = (d * (float)iq4_ls(b, e / 32)) * (float)kv_iq4[iq4_code(b, e)];
+        for (int e = 0; e < QKK; e++) dst[e] = (d * (float)iq4_ls(b, e / 32)) * (float)kz_iq4nl_values[iq4_code(b, e)];
     }
 }
 
 /* ---------------- quantize (references) ---------------- */
 
-/* asymmetric weighted search (llama.cpp make_qkx2_quants), float ops in its order */
+/* asymmetric weighted fit of n values to L in [0, nmax] with x ~ scale * L - the_min (llama.cpp
+ * make_qkx2_quants, float ops in its order): grid search over iscale = (rmin + rdelta * is +
+ * nmax) / (max - min), least squares per candidate; error |diff| (use_mad) or diff^2 */
 static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *the_min, uint8_t *Laux,
                   float rmin, float rdelta, int nstep, int use_mad) {
     float mn = x[0], mx = x[0], sum_w = w[0], sum_x = sum_w * x[0];
@@ -174,7 +166,7 @@ static float qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, f
     return scale;
 }
 
-static size_t q_q2_K(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q2_K(const float *src, void *dst, int64_t n) {
     uint8_t *y = dst;
     for (int64_t ib = 0; ib < n / QKK; ib++, y += Q2K_BYTES, src += QKK) {
         const float *x = src;
@@ -265,7 +257,7 @@ static float q3_search(int n, int nmax, const float *x, int8_t *L) {
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-static size_t q_q3_K(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q3_K(const float *src, void *dst, int64_t n) {
     uint8_t *y = dst;
     for (int64_t ib = 0; ib < n / QKK; ib++, y += Q3K_BYTES, src += QKK) {
         const float *x = src;
@@ -317,18 +309,18 @@ static size_t q_q3_K(const float *src, void *dst, int64_t n) {
 
 /* nearest codebook index; ties go to the upper neighbour */
 static int iq4_best(float v) {
-    if (v <= kv_iq4[0]) return 0;
-    if (v >= kv_iq4[15]) return 15;
+    if (v <= kz_iq4nl_values[0]) return 0;
+    if (v >= kz_iq4nl_values[15]) return 15;
     int lo = 0, hi = 15;
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (v < kv_iq4[mid]) hi = mid;
+        if (v < kz_iq4nl_values[mid]) hi = mid;
         else lo = mid;
     }
-    return v - kv_iq4[lo] < kv_iq4[hi] - v ? lo : hi;
+    return v - kz_iq4nl_values[lo] < kz_iq4nl_values[hi] - v ? lo : hi;
 }
 
-static size_t q_iq4_xs(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_iq4_xs(const float *src, void *dst, int64_t n) {
     uint8_t *y = dst;
     for (int64_t sb = 0; sb < n / QKK; sb++, y += IQ4XS_BYTES, src += QKK) {
         float scales[8], max_scale = 0, amax_scale = 0;
@@ -348,22 +340,22 @@ static size_t q_iq4_xs(const float *src, void *dst, int64_t n) {
                 scales[ib] = 0;
                 continue;
             }
-            float d = -mx / kv_iq4[0], id = 1.0f / d, sqx = 0, sq2 = 0;
+            float d = -mx / kz_iq4nl_values[0], id = 1.0f / d, sqx = 0, sq2 = 0;
             for (int j = 0; j < 32; j++) {
                 int l = iq4_best(id * xb[j]);
                 L[32 * ib + j] = (uint8_t)l;
-                float q = kv_iq4[l];
+                float q = kz_iq4nl_values[l];
                 sqx += w[j] * q * xb[j];
                 sq2 += w[j] * q * q;
             }
             d = sq2 > 0 ? sqx / sq2 : 0.0f;
             float best = d * sqx;
             for (int itry = -7; itry <= 7; itry++) {
-                id = ((float)itry + kv_iq4[0]) / mx;
+                id = ((float)itry + kz_iq4nl_values[0]) / mx;
                 sqx = 0;
                 sq2 = 0;
                 for (int j = 0; j < 32; j++) {
-                    float q = kv_iq4[iq4_best(id * xb[j])];
+                    float q = kz_iq4nl_values[iq4_best(id * xb[j])];
                     sqx += w[j] * q * xb[j];
                     sq2 += w[j] * q * q;
                 }
@@ -401,7 +393,7 @@ static size_t q_iq4_xs(const float *src, void *dst, int64_t n) {
 
 /* ---------------- dot with Q8_K (float ops exactly as in the header comment) ---------------- */
 
-static float dot_q2_K(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q2_K(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QKK; i++, x += Q2K_BYTES, y += KZ_Q8_K_BYTES) {
@@ -419,7 +411,7 @@ static float dot_q2_K(const void *w, const void *a, int64_t n) {
     return acc;
 }
 
-static float dot_q3_K(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q3_K(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QKK; i++, x += Q3K_BYTES, y += KZ_Q8_K_BYTES) {
@@ -437,7 +429,7 @@ static float dot_q3_K(const void *w, const void *a, int64_t n) {
     return acc;
 }
 
-static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_iq4_xs(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QKK; i++, x += IQ4XS_BYTES, y += KZ_Q8_K_BYTES) {
@@ -445,7 +437,7 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
         int32_t isum = 0;
         for (int ib = 0; ib < 8; ib++) {
             int32_t p = 0;
-            for (int e = 32 * ib; e < 32 * ib + 32; e++) p += kv_iq4[iq4_code(x, e)] * q8[e];
+            for (int e = 32 * ib; e < 32 * ib + 32; e++) p += kz_iq4nl_values[iq4_code(x, e)] * q8[e];
             isum += iq4_ls(x, ib) * p;
         }
         acc += (act_d(y) * h2f(x)) * (float)isum;
@@ -453,52 +445,298 @@ static float dot_iq4_xs(const void *w, const void *a, int64_t n) {
     return acc;
 }
 
-KZ_SCALAR_GEMM(gemm_q2_K, dot_q2_K)
-KZ_SCALAR_GEMM(gemm_q3_K, dot_q3_K)
-KZ_SCALAR_GEMM(gemm_iq4_xs, dot_iq4_xs)
+KZ_SCALAR_GEMM(kz_ref_gemm_q2_K, kz_ref_dot_q2_K)
+KZ_SCALAR_GEMM(kz_ref_gemm_q3_K, kz_ref_dot_q3_K)
+KZ_SCALAR_GEMM(kz_ref_gemm_iq4_xs, kz_ref_dot_iq4_xs)
 
-/* ---------------- tables ---------------- */
+/* ---------------- Q4_K / Q5_K / Q6_K: dequantize ---------------- */
 
-#define ENT(T, B, DQ, Q, DOT, GEMM)                                                               \
-    { .type = T, .act_type = KZ_T_Q8_K, .blck = QKK, .bytes = B, .dequant = DQ, .quant = Q,       \
-      .vec_dot = DOT, .gemm = GEMM }
-static const kz_qtraits k2_scalar[3] = {
-    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, dot_q2_K, gemm_q2_K),
-    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, dot_q3_K, gemm_q3_K),
-    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, dot_iq4_xs, gemm_iq4_xs),
-};
-
-#if defined(__x86_64__)
-/* AVX-512 level uses the AVX2 kernels (no VNNI variant yet) */
-static const kz_qtraits k2_avx2[3] = {
-    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, kz_avx2_dot_q2_K, kz_avx2_gemm_q2_K),
-    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, kz_avx2_dot_q3_K, kz_avx2_gemm_q3_K),
-    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, kz_avx2_dot_iq4_xs, kz_avx2_gemm_iq4_xs),
-};
-#endif
-#if defined(__aarch64__)
-static const kz_qtraits k2_neon[3] = {
-    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, kz_neon_dot_q2_K, kz_neon_gemm_q2_K),
-    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, kz_neon_dot_q3_K, kz_neon_gemm_q3_K),
-    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, kz_neon_dot_iq4_xs, kz_neon_gemm_iq4_xs),
-};
-static const kz_qtraits k2_dot[3] = {
-    ENT(KZ_T_Q2_K, Q2K_BYTES, dq_q2_K, q_q2_K, kz_dotprod_dot_q2_K, kz_dotprod_gemm_q2_K),
-    ENT(KZ_T_Q3_K, Q3K_BYTES, dq_q3_K, q_q3_K, kz_dotprod_dot_q3_K, kz_dotprod_gemm_q3_K),
-    ENT(KZ_T_IQ4_XS, IQ4XS_BYTES, dq_iq4_xs, q_iq4_xs, kz_dotprod_dot_iq4_xs, kz_dotprod_gemm_iq4_xs),
-};
-#endif
-
-static const kz_qtraits *const levels[KZ_ISA_COUNT] = {
-    [KZ_ISA_SCALAR] = k2_scalar,
-#if defined(__x86_64__)
-    [KZ_ISA_AVX2] = k2_avx2, [KZ_ISA_AVX512] = k2_avx2, /* no VNNI variant yet */
-#endif
-#if defined(__aarch64__)
-    [KZ_ISA_NEON] = k2_neon, [KZ_ISA_DOTPROD] = k2_dot, [KZ_ISA_I8MM] = k2_dot, /* no SMMLA gemm yet */
-#endif
-};
-
-const kz_qtraits *kz_qtraits_kquant2(int isa, uint32_t type) {
-    return kz_qtraits_in(levels, 3, isa, type);
+void kz_ref_dequant_q4_K(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++, b += KZK_Q4_BYTES, dst += KZK_QK) {
+        const float d = h2f(b), dmin = h2f(b + 2);
+        uint8_t sc[8], m[8];
+        kzk_scales_mins(b + 4, sc, m);
+        const uint8_t *qs = b + 16;
+        for (int e = 0; e < KZK_QK; e++) {
+            const int j = e / 32;
+            const uint8_t byte = qs[32 * (e / 64) + e % 32];
+            const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
+            dst[e] = d * (float)sc[j] * (float)q - dmin * (float)m[j];
+        }
+    }
 }
+
+void kz_ref_dequant_q5_K(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++, b += KZK_Q5_BYTES, dst += KZK_QK) {
+        const float d = h2f(b), dmin = h2f(b + 2);
+        uint8_t sc[8], m[8];
+        kzk_scales_mins(b + 4, sc, m);
+        const uint8_t *qh = b + 16, *qs = b + 48;
+        for (int e = 0; e < KZK_QK; e++) {
+            const int j = e / 32;
+            const uint8_t byte = qs[32 * (e / 64) + e % 32];
+            const int lo = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
+            const int q = lo | (((qh[e % 32] >> (e / 32)) & 1) << 4);
+            dst[e] = d * (float)sc[j] * (float)q - dmin * (float)m[j];
+        }
+    }
+}
+
+void kz_ref_dequant_q6_K(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++, b += KZK_Q6_BYTES, dst += KZK_QK) {
+        const uint8_t *ql = b, *qh = b + 128;
+        const int8_t *sc = (const int8_t *)(b + 192);
+        const float d = h2f(b + 208);
+        for (int e = 0; e < KZK_QK; e++) {
+            const int c = e / 128, r = e % 128, g = r / 32, l = r % 32;
+            const int lo = (ql[64 * c + l + 32 * (g & 1)] >> (4 * (g >> 1))) & 15;
+            const int hi = (qh[32 * c + l] >> (2 * g)) & 3;
+            dst[e] = d * (float)sc[e / 16] * (float)((lo | (hi << 4)) - 32);
+        }
+    }
+}
+
+/* ---------------- Q4_K / Q5_K / Q6_K: reference quantizers ---------------- */
+
+/* Q4_K (nbits 4) / Q5_K (nbits 5): 8 sub-blocks of 32 fitted by qkx2, 6-bit scales/mins */
+static void quant_q45_block(const float *x, uint8_t *b, int nbits) {
+    const int nmax = (1 << nbits) - 1;
+    uint8_t L[KZK_QK], Laux[32];
+    float scales[8], mins[8], w[32];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        const float *xj = x + 32 * j;
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++) sum_x2 += xj[l] * xj[l];
+        const float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xj[l]);
+        scales[j] = nbits == 4 ? qkx2(32, nmax, xj, w, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20, 0)
+                               : qkx2(32, nmax, xj, w, L + 32 * j, &mins[j], Laux, -0.5f, 0.1f, 15, 0);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_s = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_m = max_min > 0 ? 63.0f / max_min : 0.0f;
+    uint8_t *sp = b + 4;
+    memset(sp, 0, 12);
+    for (int j = 0; j < 8; j++) {
+        /* the reference stores nearest_int into a uint8_t before the min: keep that truncation */
+        uint8_t ls = (uint8_t)nearest_int(inv_s * scales[j]), lm = (uint8_t)nearest_int(inv_m * mins[j]);
+        if (ls > 63) ls = 63;
+        if (lm > 63) lm = 63;
+        if (j < 4) {
+            sp[j] = ls;
+            sp[j + 4] = lm;
+        } else {
+            sp[j + 4] = (uint8_t)((ls & 15) | ((lm & 15) << 4));
+            sp[j - 4] |= (uint8_t)((ls >> 4) << 6);
+            sp[j] |= (uint8_t)((lm >> 4) << 6);
+        }
+    }
+    f2h(b, max_scale / 63.0f);
+    f2h(b + 2, max_min / 63.0f);
+    uint8_t sc[8], m[8];
+    kzk_scales_mins(sp, sc, m);
+    const float d = h2f(b), dmin = h2f(b + 2);
+    for (int j = 0; j < 8; j++) {
+        const float dd = d * (float)sc[j];
+        if (dd == 0.0f) continue; /* keep the search's levels */
+        const float dm = dmin * (float)m[j];
+        for (int i = 0; i < 32; i++) L[32 * j + i] = (uint8_t)clampi(nearest_int((x[32 * j + i] + dm) / dd), 0, nmax);
+    }
+    if (nbits == 4) {
+        uint8_t *qs = b + 16;
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+    } else {
+        uint8_t *qh = b + 16, *qs = b + 48;
+        memset(qh, 0, 32);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                const int l1 = L[64 * c + l], l2 = L[64 * c + 32 + l];
+                qh[l] |= (uint8_t)(((l1 >> 4) << (2 * c)) | ((l2 >> 4) << (2 * c + 1)));
+                qs[32 * c + l] = (uint8_t)((l1 & 15) | ((l2 & 15) << 4));
+            }
+    }
+}
+
+size_t kz_ref_quant_q4_K(const float *src, void *dst, int64_t n) {
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++) quant_q45_block(src + ib * KZK_QK, (uint8_t *)dst + ib * KZK_Q4_BYTES, 4);
+    return (size_t)(n / KZK_QK) * KZK_Q4_BYTES;
+}
+size_t kz_ref_quant_q5_K(const float *src, void *dst, int64_t n) {
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++) quant_q45_block(src + ib * KZK_QK, (uint8_t *)dst + ib * KZK_Q5_BYTES, 5);
+    return (size_t)(n / KZK_QK) * KZK_Q5_BYTES;
+}
+
+#define GROUP_EPS 1e-15f
+
+/* symmetric fit of n values to L in [0, 2*nmax) (signed level + nmax), weights x^2 (rmse_type 1):
+ * 18 extra candidate iscales -(nmax + 0.1 * is) / max, keep the best sum(wxl)^2 / sum(wl^2) */
+static float qx(int n, int nmax, const float *x, int8_t *L) {
+    float amax = 0, mx = 0;
+    for (int i = 0; i < n; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            mx = x[i];
+        }
+    }
+    if (amax < GROUP_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    float iscale = (float)-nmax / mx;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = (int8_t)(l + nmax);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -((float)nmax + 0.1f * (float)is) / mx;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * (float)l;
+            suml2 += w * (float)l * (float)l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1));
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+static void quant_q6_block(const float *x, uint8_t *b) {
+    int8_t L[KZK_QK];
+    float scales[16];
+    float max_scale = 0, max_abs = 0;
+    for (int g = 0; g < 16; g++) {
+        scales[g] = qx(16, 32, x + 16 * g, L + 16 * g);
+        const float a = fabsf(scales[g]);
+        if (a > max_abs) {
+            max_abs = a;
+            max_scale = scales[g];
+        }
+    }
+    if (max_abs < GROUP_EPS) {
+        memset(b, 0, KZK_Q6_BYTES);
+        return;
+    }
+    const float iscale = -128.0f / max_scale;
+    f2h(b + 208, 1 / iscale);
+    int8_t *sc = (int8_t *)(b + 192);
+    for (int g = 0; g < 16; g++) {
+        const int v = nearest_int(iscale * scales[g]);
+        sc[g] = (int8_t)(v < 127 ? v : 127);
+    }
+    const float d = h2f(b + 208);
+    for (int g = 0; g < 16; g++) {
+        const float dd = d * (float)sc[g];
+        if (dd == 0.0f) continue;
+        for (int i = 0; i < 16; i++) L[16 * g + i] = (int8_t)(clampi(nearest_int(x[16 * g + i] / dd), -32, 31) + 32);
+    }
+    uint8_t *ql = b, *qh = b + 128;
+    for (int c = 0; c < 2; c++)
+        for (int l = 0; l < 32; l++) {
+            const int8_t *Lc = L + 128 * c;
+            const int q1 = Lc[l], q2 = Lc[l + 32], q3 = Lc[l + 64], q4 = Lc[l + 96];
+            ql[64 * c + l] = (uint8_t)((q1 & 15) | ((q3 & 15) << 4));
+            ql[64 * c + 32 + l] = (uint8_t)((q2 & 15) | ((q4 & 15) << 4));
+            qh[32 * c + l] = (uint8_t)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+        }
+}
+
+size_t kz_ref_quant_q6_K(const float *src, void *dst, int64_t n) {
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++) quant_q6_block(src + ib * KZK_QK, (uint8_t *)dst + ib * KZK_Q6_BYTES);
+    return (size_t)(n / KZK_QK) * KZK_Q6_BYTES;
+}
+
+/* ---------------- Q4_K / Q5_K / Q6_K: dot with Q8_K (the reference order of kernels.h) ---------------- */
+
+float kz_ref_dot_q4_K(const void *w, const void *act, int64_t n) {
+    const uint8_t *x = w, *a = act;
+    float s = 0.0f;
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++, x += KZK_Q4_BYTES, a += KZK_A_BYTES) {
+        uint8_t sc[8], m[8];
+        kzk_scales_mins(x + 4, sc, m);
+        const uint8_t *qs = x + 16;
+        const int8_t *q8 = (const int8_t *)(a + 4);
+        int32_t sumi = 0, summ = 0;
+        for (int c = 0; c < 4; c++) {
+            int32_t s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                s0 += (qs[32 * c + l] & 15) * q8[64 * c + l];
+                s1 += (qs[32 * c + l] >> 4) * q8[64 * c + 32 + l];
+            }
+            sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+        }
+        for (int j = 0; j < 8; j++) summ += m[j] * (act_bsum(a, 2 * j) + act_bsum(a, 2 * j + 1));
+        s = kzk_fin_q45(s, act_d(a), h2f(x), h2f(x + 2), sumi, summ);
+    }
+    return s;
+}
+
+float kz_ref_dot_q5_K(const void *w, const void *act, int64_t n) {
+    const uint8_t *x = w, *a = act;
+    float s = 0.0f;
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++, x += KZK_Q5_BYTES, a += KZK_A_BYTES) {
+        uint8_t sc[8], m[8];
+        kzk_scales_mins(x + 4, sc, m);
+        const uint8_t *qh = x + 16, *qs = x + 48;
+        const int8_t *q8 = (const int8_t *)(a + 4);
+        int32_t sumi = 0, summ = 0;
+        for (int c = 0; c < 4; c++) {
+            int32_t s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                const int q0 = (qs[32 * c + l] & 15) | (((qh[l] >> (2 * c)) & 1) << 4);
+                const int q1 = (qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4);
+                s0 += q0 * q8[64 * c + l];
+                s1 += q1 * q8[64 * c + 32 + l];
+            }
+            sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+        }
+        for (int j = 0; j < 8; j++) summ += m[j] * (act_bsum(a, 2 * j) + act_bsum(a, 2 * j + 1));
+        s = kzk_fin_q45(s, act_d(a), h2f(x), h2f(x + 2), sumi, summ);
+    }
+    return s;
+}
+
+float kz_ref_dot_q6_K(const void *w, const void *act, int64_t n) {
+    const uint8_t *x = w, *a = act;
+    float s = 0.0f;
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++, x += KZK_Q6_BYTES, a += KZK_A_BYTES) {
+        const uint8_t *ql = x, *qh = x + 128;
+        const int8_t *sc = (const int8_t *)(x + 192);
+        const int8_t *q8 = (const int8_t *)(a + 4);
+        int32_t sumi = 0;
+        for (int g = 0; g < 16; g++) {
+            int32_t sg = 0;
+            for (int i = 0; i < 16; i++) {
+                const int e = 16 * g + i, c = e / 128, r = e % 128, gg = r / 32, l = r % 32;
+                const int lo = (ql[64 * c + l + 32 * (gg & 1)] >> (4 * (gg >> 1))) & 15;
+                const int hi = (qh[32 * c + l] >> (2 * gg)) & 3;
+                sg += ((lo | (hi << 4)) - 32) * q8[e];
+            }
+            sumi += sc[g] * sg;
+        }
+        s = kzk_fin_q6(s, act_d(a), h2f(x + 208), sumi);
+    }
+    return s;
+}
+
+KZ_SCALAR_GEMM(kz_ref_gemm_q4_K, kz_ref_dot_q4_K)
+KZ_SCALAR_GEMM(kz_ref_gemm_q5_K, kz_ref_dot_q5_K)
+KZ_SCALAR_GEMM(kz_ref_gemm_q6_K, kz_ref_dot_q6_K)

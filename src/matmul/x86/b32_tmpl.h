@@ -1,4 +1,4 @@
-/* Q8_0 / Q4_0 x Q8_0 integer kernels for x86-64, included by quant_x86.c once per variant:
+/* Q8_0 / Q4_0 x Q8_0 integer kernels for x86-64, included by x86/b32.c once per variant:
  *   QX(name)    suffixes a name with the variant (avx2 / avx512)
  *   QX_TGT      the target attribute of the variant's functions
  *   QX_VNNI     1: u8 x s8 dots with VPDPBUSD (AVX512-VNNI, 256-bit); 0: VPMADDUBSW + VPMADDWD
@@ -154,48 +154,7 @@ QX_TGT KZ_INL float QX(dot1)(const int q4, int64_t nb, const uint8_t *w, const u
     return s;
 }
 
-QX_TGT KZ_INL void QX(gemm)(const int q4, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
-                            size_t as, int64_t nt, float *y, int64_t ldy) {
-    const int64_t nb = n / 32;
-    int64_t t_done = 0;
-    if (nt >= 4) {
-        /* rows outer: 4 weight rows stay in L1 while the caller's token block streams by */
-        for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-            const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
-            const uint8_t *wp[4];
-            for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-            for (int64_t t0 = 0; t0 + 4 <= nt; t0 += 4) {
-                const uint8_t *ap[4];
-                for (int t = 0; t < 4; t++) ap[t] = a + (size_t)(t0 + t) * as;
-                __m256 acc[2];
-                QX(tile4x4)(q4, nb, wp, ap, acc);
-                float out[16];
-                _mm256_storeu_ps(out, acc[0]);
-                _mm256_storeu_ps(out + 8, acc[1]);
-                for (int t = 0; t < 4; t++)
-                    for (int r = 0; r < nv; r++) y[(t0 + t) * ldy + r0 + r] = out[t * 4 + r];
-            }
-        }
-        t_done = nt - nt % 4;
-    }
-    for (int64_t t = t_done; t < nt; t++) {
-        const uint8_t *ap = a + (size_t)t * as;
-        float *yt = y + t * ldy;
-        for (int64_t r0 = 0; r0 < nr; r0 += 8) {
-            const int nv = nr - r0 < 8 ? (int)(nr - r0) : 8;
-            const uint8_t *wp[8];
-            for (int r = 0; r < 8; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-            const __m256 acc = QX(tile8x1)(q4, nb, wp, ap);
-            if (nv == 8) {
-                _mm256_storeu_ps(yt + r0, acc);
-            } else {
-                float out[8];
-                _mm256_storeu_ps(out, acc);
-                for (int r = 0; r < nv; r++) yt[r0 + r] = out[r];
-            }
-        }
-    }
-}
+X86_TILE_DRIVERS(QX_TGT, QX(tile8x1), QX(tile4x4), QX(tile8x1_st), QX(tile4x4_st), QX(gemv), QX(gemm))
 
 QX_TGT float QX_EXPORT(dot_q8_0)(const void *w, const void *a, int64_t n) { return QX(dot1)(0, n / 32, w, a); }
 QX_TGT float QX_EXPORT(dot_q4_0)(const void *w, const void *a, int64_t n) { return QX(dot1)(1, n / 32, w, a); }
@@ -207,7 +166,7 @@ QX_TGT void QX_EXPORT(gemm_q4_0)(int64_t n, const void *w, size_t ws, int64_t nr
                                  int64_t nt, float *y, int64_t ldy) {
 #if QX_VNNI
     if (nt >= 8) {
-        zr_gemm_q4_0(n, w, ws, nr, a, as, nt, y, ldy, NULL);
+        lane_gemm_q4_0(n, w, ws, nr, a, as, nt, y, ldy, NULL);
         return;
     }
 #endif

@@ -1,51 +1,13 @@
-/* x86-64 SIMD kernels: AVX2+FMA+F16C, and AVX-512 VNNI integer dots. Every function carries a
- * target attribute, so the file builds in a baseline x86-64 build and the dispatch in quant.c
- * (through cpu.c) decides at run time whether they may be called.
- *
- * Contracts (quant_isa.h): activation quantizers give the reference bytes; integer dots are
+/* x86-64 kernels of the float types and the 32-element block types (Q8_0, Q4_0 with its
+ * q4_0_16x4 layout, Q4_1, Q5_0, Q5_1, IQ4_NL): AVX2+FMA+F16C, and AVX-512 VNNI integer dots.
+ * Contracts (kernels.h): activation quantizers give the reference bytes; integer dots are
  * bit-identical to the scalar reference; float dots sum 8-lane float partials over chunks of
  * 128 elements, flush each chunk into double and round once at the end (each pair the same
  * sequence whatever the tile, so gemm == dot bit for bit). */
-#include "matmul/quant_isa.h"
+#include "matmul/kernels.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-#include <string.h>
-
-#include "sys/fp16.h"
-
-/* The float part of the integer kernels must round like the reference (product, then add):
- * forbid contraction into FMA whatever the build flags. */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define T_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-#define KZ_INL static inline __attribute__((always_inline))
-
-
-
-/* full unrolling keeps per-row / per-token values in registers instead of stack arrays */
-#define KZ_PRAGMA(x) _Pragma(#x)
-#define KZ_UNROLL(n) KZ_PRAGMA(GCC unroll n)
-
-static inline uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2); /* little-endian, unaligned */
-    return v;
-}
-
-/* lane i of the result = sum of the 8 int32 lanes of p[i] */
-T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
-    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
-    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
-    const __m256i h03 = _mm256_hadd_epi32(h01, h23), h47 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(h03, h47, 0x20), _mm256_permute2x128_si256(h03, h47, 0x31));
-}
-
+#include "matmul/x86/simd.h"
 
 /* ---------------- AVX-512 VNNI Q4_0 GEMM (prefill) ----------------
  * Register tile 16 weight rows x 8 tokens, lane = weight row: for each block the 16 rows'
@@ -56,35 +18,23 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
  * (token, block): exact integers. Float part per lane as the reference: acc += (float)sumi *
  * (d_w * d_a), blocks in order, so every element equals dot_q4_0 bit for bit. Blocks are done in
  * chunks (stack scratch); partial sums are kept in y between chunks (bit-exact round trip). */
-#define ZR_CH 128 /* blocks per chunk: 36 KiB of gathered weights + the corrections */
-#define ZR_TG 64  /* tokens per correction group */
-#ifndef ZR_PF
-/* GEMV software prefetch, two distances ahead of the block being read: ZR_PF bytes into L1 (T0)
- * and ZR_PF2 into L2 (T1). Xeon host of 2026-12-04 (2 threads, 4B, `kazeia bench --matmuls 20`,
- * two interleaved rounds, % of the 64-byte-load read samples): T0 2 KiB alone 80.6-81.8 %;
- * + T1 8, 12, 16, 24 KiB 96.2-99.0 %; T0 1 KiB + T1 8 KiB 90.8-91.6 %; T1 alone at 8 or 16 KiB
- * 82.5-88.9 %; T2 16 KiB 84.8-85.2 %; none 64.6 %. One core keeps too few lines in flight with
- * the near prefetch alone (the hardware streamer stops at every 4 KiB page). */
-#define ZR_PF 2048
-#define ZR_PF2 12288
+#define LANE_CH 128 /* blocks per chunk: 36 KiB of gathered weights + the corrections */
+#define LANE_TG 64  /* tokens per correction group */
+#ifndef LANE_PF
+/* GEMV software prefetch, two distances ahead of the block being read: LANE_PF bytes into L1 (T0)
+ * and LANE_PF2 into L2 (T1): one core keeps too few lines in flight with the near prefetch alone
+ * (the hardware streamer stops at every 4 KiB page). Distances: docs/PERFORMANCE.md. */
+#define LANE_PF 2048
+#define LANE_PF2 12288
 #endif
-/* The L1 distance when two groups go side by side (zr_gemv_p16_body): each stream then moves at
- * half the rate, so the same lead in time is twice the bytes. Xeon host of 2026-12-05, 4B,
- * `kazeia bench --matmuls` with a scratch switch (not kept) alternating the variants round by
- * round in one process, so each pair of rounds sees the same host; 16 rounds each against
- * 2 KiB: 4 KiB +2.6 points median (16 of 16 rounds ahead), 5 KiB +2.3, with the L2 distance at
- * 14 KiB +2.0 to +2.3; 3 KiB +0.8, 1.5 KiB +0.2, the L2 one at 20 KiB -1.1. The decode at
- * depth 0, runs alternating the same way in one `-p 0 -n 128 -r 20`: 91.6 % against 90.9 %
- * median, 9 of 10 pairs ahead. Both leads wrap into the next pair's groups (zr_gemv_p16_body):
- * without that, the second stream of every pair started cold (its lead had gone into the next
- * pair's first group), 2.2 points on the 4B (16 of 20 rounds) and 2.8 on the 0.8B (26 of 30),
- * whose 1024-wide rows make 9 KiB groups. With the wrap, 3 / 6 KiB and an L2 lead of 8 / 16 KiB
- * were within 0.5 points of these. */
-#ifndef ZR_PF_PAIR
-#define ZR_PF_PAIR 4096
+/* The L1 distance when two groups go side by side (lane_gemv_16x4_body): each stream then moves at
+ * half the rate, so the same lead in time is twice the bytes. Both leads wrap into the next
+ * pair's groups, else the second stream of every pair starts cold. */
+#ifndef LANE_PF_PAIR
+#define LANE_PF_PAIR 4096
 #endif
 
-T_AVX512 KZ_INL int32_t zr_corr(const uint8_t *ab) {
+T_AVX512 KZ_INL int32_t lane_corr(const uint8_t *ab) {
     const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(ab + 2)), _mm256_set1_epi8((char)0x80));
     const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
     __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
@@ -98,7 +48,7 @@ static inline int32_t ld32(const uint8_t *p) {
     return v;
 }
 
-T_AVX512 KZ_INL void zr_tile(int nbc, const uint8_t *pk, const uint8_t *const ap[8], const int32_t *const cp[8],
+T_AVX512 KZ_INL void lane_tile(int nbc, const uint8_t *pk, const uint8_t *const ap[8], const int32_t *const cp[8],
                              const float *const dp[8], __m512 acc[8]) {
     const __m512i m = _mm512_set1_epi8(15);
     for (int b = 0; b < nbc; b++) {
@@ -132,23 +82,23 @@ T_AVX512 KZ_INL void zr_tile(int nbc, const uint8_t *pk, const uint8_t *const ap
 }
 
 /* nt >= 8 expected (smaller batches are cheaper with the GEMV tiles) */
-/* pkd: NULL = regroup rows of w on the fly; else the rows already packed (kz_pack16_q4_0, nr a
+/* pkd: NULL = regroup rows of w on the fly; else the rows already packed (kz_repack_q4_0_16x4, nr a
  * multiple of 16) and w is not read */
-T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
+T_AVX512 static void lane_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
                                   int64_t nt, float *y, int64_t ldy, const uint8_t *pkd) {
     const int64_t nb = n / 32;
-    uint8_t pkbuf[ZR_CH * 288] __attribute__((aligned(64)));
-    int32_t corr[ZR_TG * ZR_CH];
-    float dact[ZR_TG * ZR_CH];
-    for (int64_t tg = 0; tg < nt; tg += ZR_TG) {
-        const int ntg = nt - tg < ZR_TG ? (int)(nt - tg) : ZR_TG;
-        for (int64_t b0 = 0; b0 < nb; b0 += ZR_CH) {
-            const int nbc = nb - b0 < ZR_CH ? (int)(nb - b0) : ZR_CH;
+    uint8_t pkbuf[LANE_CH * 288] __attribute__((aligned(64)));
+    int32_t corr[LANE_TG * LANE_CH];
+    float dact[LANE_TG * LANE_CH];
+    for (int64_t tg = 0; tg < nt; tg += LANE_TG) {
+        const int ntg = nt - tg < LANE_TG ? (int)(nt - tg) : LANE_TG;
+        for (int64_t b0 = 0; b0 < nb; b0 += LANE_CH) {
+            const int nbc = nb - b0 < LANE_CH ? (int)(nb - b0) : LANE_CH;
             for (int t = 0; t < ntg; t++) {
                 const uint8_t *at = a + (size_t)(tg + t) * as + (size_t)b0 * 34;
                 for (int b = 0; b < nbc; b++) {
-                    corr[t * ZR_CH + b] = zr_corr(at + (size_t)b * 34);
-                    dact[t * ZR_CH + b] = _cvtsh_ss(ld16(at + (size_t)b * 34));
+                    corr[t * LANE_CH + b] = lane_corr(at + (size_t)b * 34);
+                    dact[t * LANE_CH + b] = _cvtsh_ss(ld16(at + (size_t)b * 34));
                 }
             }
             for (int64_t r0 = 0; r0 < nr; r0 += 16) {
@@ -180,12 +130,12 @@ T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_
                     for (int t = 0; t < 8; t++) {
                         const int tt = t0 + (t < tv ? t : tv - 1);
                         ap[t] = a + (size_t)(tg + tt) * as + (size_t)b0 * 34;
-                        cp[t] = corr + tt * ZR_CH;
-                        dp[t] = dact + tt * ZR_CH;
+                        cp[t] = corr + tt * LANE_CH;
+                        dp[t] = dact + tt * LANE_CH;
                         yp[t] = y + (tg + tt) * ldy + r0;
                         acc[t] = b0 ? _mm512_maskz_loadu_ps(km, yp[t]) : _mm512_setzero_ps();
                     }
-                    zr_tile(nbc, pk, ap, cp, dp, acc);
+                    lane_tile(nbc, pk, ap, cp, dp, acc);
                     for (int t = 0; t < tv; t++) _mm512_mask_storeu_ps(yp[t], km, acc[t]);
                 }
             }
@@ -195,14 +145,14 @@ T_AVX512 static void zr_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int64_
 
 /* blocks per row the GEMV takes in one sweep (corrections on the stack: 4 KiB); longer rows go
  * in chunks of that many blocks, all groups per chunk */
-#define ZR_GEMV_NB 1024
+#define LANE_GEMV_NB 1024
 
 /* the activation dwords of one block, each in every lane: x[j] = qs dword j (j < 4: elements
  * 4j.., the low nibbles' partners; j >= 4: elements 16 + 4(j-4).., the high nibbles'); two
  * loads and in-register shuffles instead of eight broadcast loads (fewer load-queue slots per
  * cache line of weights) */
-typedef struct { __m512i x[8]; } zr_act8;
-T_AVX512 KZ_INL void zr_act_dwords(const uint8_t *ab, zr_act8 *v) {
+typedef struct { __m512i x[8]; } lane_act8;
+T_AVX512 KZ_INL void lane_act_dwords(const uint8_t *ab, lane_act8 *v) {
     const __m512i al = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab + 2)));
     const __m512i ah = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab + 18)));
     v->x[0] = _mm512_shuffle_epi32(al, _MM_PERM_AAAA);
@@ -219,7 +169,7 @@ T_AVX512 KZ_INL void zr_act_dwords(const uint8_t *ab, zr_act8 *v) {
  * reference's float step acc += (float)sumi * (d_w * d_a). The high nibbles are dotted in
  * place (byte & 0xF0 = 16 * nibble) into their own sum, shifted down once (exact: a multiple
  * of 16), instead of shifting every weight register. */
-T_AVX512 KZ_INL __m512 zr_gemv_blk_at(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da,
+T_AVX512 KZ_INL __m512 lane_gemv_blk_at(__m512 acc, const uint8_t *p, const lane_act8 *v, __m512i corr, __m512 da,
                                       const char *pf_l1, const char *pf_l2) {
     const __m512i ml = _mm512_set1_epi8(0x0f), mh = _mm512_set1_epi8((char)0xf0);
     if (pf_l1) {
@@ -250,35 +200,30 @@ T_AVX512 KZ_INL __m512 zr_gemv_blk_at(__m512 acc, const uint8_t *p, const zr_act
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 256)));
     return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(dw, da)));
 }
-T_AVX512 KZ_INL __m512 zr_gemv_blk(__m512 acc, const uint8_t *p, const zr_act8 *v, __m512i corr, __m512 da,
+T_AVX512 KZ_INL __m512 lane_gemv_blk(__m512 acc, const uint8_t *p, const lane_act8 *v, __m512i corr, __m512 da,
                                    const int pf) {
     const char *c = (const char *)p;
-    return zr_gemv_blk_at(acc, p, v, corr, da, ZR_PF && pf ? c + ZR_PF : NULL, c + ZR_PF2);
+    return lane_gemv_blk_at(acc, p, v, corr, da, LANE_PF && pf ? c + LANE_PF : NULL, c + LANE_PF2);
 }
 
 /* GEMV over packed rows (decode): lane = weight row, a block of a 16-row group is 4 contiguous
  * zmm loads + the 16 scales, so no horizontal sum is needed; each thread streams its rows, each
- * group's blocks in one sweep for rows up to ZR_GEMV_NB blocks. With the software prefetch (the
+ * group's blocks in one sweep for rows up to LANE_GEMV_NB blocks. With the software prefetch (the
  * Intel path) two adjacent groups go side by side, sharing the activation's loads and shuffles:
- * two streams per thread, ~1 point more of the read bandwidth (Xeon host of 2026-12-05, 4B,
- * `kazeia bench --matmuls`, rounds alternating in one process as in the ZR_PF_PAIR note: +0.85
- * and +1.2 median over 12 pairs each; the decode `-p 512 -n 128 -r 3`, 3 alternations of two
- * builds: 89.3-89.7 % against 87.9-89.0 %), ~2.6 more with their own L1 prefetch distance
- * (ZR_PF_PAIR); four groups, four streams, lost ~1.5 points, and the same pairs interleaved
- * block by block into one stream (a layout change) lost ~1 against two. Without the prefetch
- * (AMD) one group at a time, as measured there before. Per lane the same exact integer block
- * dot and float chain as the reference. */
-T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y,
+ * two streams per thread read faster than one or four (docs/PERFORMANCE.md). Without the
+ * prefetch (AMD) one group at a time. Per lane the same exact integer block dot and float chain
+ * as the reference. */
+T_AVX512 KZ_INL void lane_gemv_16x4_body(int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a, float *y,
                                      const int32_t *corr_in, const int pf) {
-    int32_t corr_buf[ZR_GEMV_NB];
+    int32_t corr_buf[LANE_GEMV_NB];
     const int64_t ng = nr / 16, gs = nb * 288; /* bytes of a group */
-    for (int64_t b0 = 0; b0 < nb; b0 += ZR_GEMV_NB) {
-        const int nbc = nb - b0 < ZR_GEMV_NB ? (int)(nb - b0) : ZR_GEMV_NB;
+    for (int64_t b0 = 0; b0 < nb; b0 += LANE_GEMV_NB) {
+        const int nbc = nb - b0 < LANE_GEMV_NB ? (int)(nb - b0) : LANE_GEMV_NB;
         const int32_t *corr = corr_in ? corr_in + b0 : corr_buf;
         if (!corr_in)
-            for (int b = 0; b < nbc; b++) corr_buf[b] = zr_corr(a + (size_t)(b0 + b) * 34);
+            for (int b = 0; b < nbc; b++) corr_buf[b] = lane_corr(a + (size_t)(b0 + b) * 34);
         int64_t g = 0;
-        if (pf && ZR_PF)
+        if (pf && LANE_PF)
             for (; g + 2 <= ng; g += 2) {
                 const uint8_t *p = pk + (size_t)(g * gs + b0 * 288);
                 __m512 acc0 = b0 ? _mm512_loadu_ps(y + 16 * g) : _mm512_setzero_ps();
@@ -286,18 +231,18 @@ T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr,
                 /* A lead that runs past the end of its group goes on in the same stream's group of
                  * the next pair, two groups further on: + gs from the plain address (which already
                  * moved one group); o1 / o2 are the leads' offsets in their groups. */
-                int64_t o1 = b0 * 288 + ZR_PF_PAIR, o2 = b0 * 288 + ZR_PF2, w1 = 0, w2 = 0;
+                int64_t o1 = b0 * 288 + LANE_PF_PAIR, o2 = b0 * 288 + LANE_PF2, w1 = 0, w2 = 0;
                 for (; o1 >= gs; o1 -= gs) w1 += gs;
                 for (; o2 >= gs; o2 -= gs) w2 += gs;
                 for (int b = 0; b < nbc; b++, p += 288) {
                     const uint8_t *ab = a + (size_t)(b0 + b) * 34;
-                    zr_act8 v;
-                    zr_act_dwords(ab, &v);
+                    lane_act8 v;
+                    lane_act_dwords(ab, &v);
                     const __m512i c = _mm512_set1_epi32(corr[b]);
                     const __m512 da = _mm512_set1_ps(_cvtsh_ss(ld16(ab)));
-                    const char *l1 = (const char *)p + ZR_PF_PAIR + w1, *l2 = (const char *)p + ZR_PF2 + w2;
-                    acc0 = zr_gemv_blk_at(acc0, p, &v, c, da, l1, l2);
-                    acc1 = zr_gemv_blk_at(acc1, p + gs, &v, c, da, l1 + gs, l2 + gs);
+                    const char *l1 = (const char *)p + LANE_PF_PAIR + w1, *l2 = (const char *)p + LANE_PF2 + w2;
+                    acc0 = lane_gemv_blk_at(acc0, p, &v, c, da, l1, l2);
+                    acc1 = lane_gemv_blk_at(acc1, p + gs, &v, c, da, l1 + gs, l2 + gs);
                     if ((o1 += 288) >= gs) o1 -= gs, w1 += gs;
                     if ((o2 += 288) >= gs) o2 -= gs, w2 += gs;
                 }
@@ -309,9 +254,9 @@ T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr,
             __m512 acc = b0 ? _mm512_loadu_ps(y + 16 * g) : _mm512_setzero_ps();
             for (int b = 0; b < nbc; b++, p += 288) {
                 const uint8_t *ab = a + (size_t)(b0 + b) * 34;
-                zr_act8 v;
-                zr_act_dwords(ab, &v);
-                acc = zr_gemv_blk(acc, p, &v, _mm512_set1_epi32(corr[b]), _mm512_set1_ps(_cvtsh_ss(ld16(ab))), pf);
+                lane_act8 v;
+                lane_act_dwords(ab, &v);
+                acc = lane_gemv_blk(acc, p, &v, _mm512_set1_epi32(corr[b]), _mm512_set1_ps(_cvtsh_ss(ld16(ab))), pf);
             }
             _mm512_storeu_ps(y + 16 * g, acc);
         }
@@ -319,39 +264,39 @@ T_AVX512 KZ_INL void zr_gemv_p16_body(int64_t nb, const uint8_t *pk, int64_t nr,
 }
 
 /* the corrections of one Q8_0 activation row (-8 x the sum of each block's quants), which the
- * GEMV needs per block: computed once per decode dispatch (kz_p16_gemv) instead of once per
+ * GEMV needs per block: computed once per decode dispatch (kz_gemv_q4_0_16x4) instead of once per
  * kernel call - a thread makes ~5-20 calls per matrix (its run in shrinking pieces, then steals) */
 T_AVX512 void kz_avx512_q8_0_corr(const void *act, int64_t n, int32_t *corr) {
     const uint8_t *a = act;
-    for (int64_t b = 0; b < n / 32; b++) corr[b] = zr_corr(a + (size_t)b * 34);
+    for (int64_t b = 0; b < n / 32; b++) corr[b] = lane_corr(a + (size_t)b * 34);
 }
-T_AVX512 void kz_avx512_gemv_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, const int32_t *corr,
+T_AVX512 void kz_avx512_gemv_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, const int32_t *corr,
                                       float *y) {
-    zr_gemv_p16_body(n / 32, pk, nr, a, y, corr, 1);
+    lane_gemv_16x4_body(n / 32, pk, nr, a, y, corr, 1);
 }
-T_AVX512 void kz_avx512_gemv_q4_0_p16_nopf(int64_t n, const void *pk, int64_t nr, const void *a,
+T_AVX512 void kz_avx512_gemv_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t nr, const void *a,
                                            const int32_t *corr, float *y) {
-    zr_gemv_p16_body(n / 32, pk, nr, a, y, corr, 0);
+    lane_gemv_16x4_body(n / 32, pk, nr, a, y, corr, 0);
 }
 
 /* the packed gemm, GEMV with (pf = 1) or without the software prefetch: two exported entries,
  * the dispatch (quant.c) picks one by CPU vendor */
-T_AVX512 KZ_INL void zr_gemm_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
+T_AVX512 KZ_INL void lane_gemm_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
                                  float *y, int64_t ldy, const int pf) {
     if (nt >= 8) {
-        zr_gemm_q4_0(n, NULL, 0, nr, a, as, nt, y, ldy, pk);
+        lane_gemm_q4_0(n, NULL, 0, nr, a, as, nt, y, ldy, pk);
         return;
     }
     for (int64_t t = 0; t < nt; t++)
-        zr_gemv_p16_body(n / 32, pk, nr, (const uint8_t *)a + (size_t)t * as, y + t * ldy, NULL, pf);
+        lane_gemv_16x4_body(n / 32, pk, nr, (const uint8_t *)a + (size_t)t * as, y + t * ldy, NULL, pf);
 }
-T_AVX512 void kz_avx512_gemm_q4_0_p16(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
+T_AVX512 void kz_avx512_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
                                       float *y, int64_t ldy) {
-    zr_gemm_p16(n, pk, nr, a, as, nt, y, ldy, 1);
+    lane_gemm_16x4(n, pk, nr, a, as, nt, y, ldy, 1);
 }
-T_AVX512 void kz_avx512_gemm_q4_0_p16_nopf(int64_t n, const void *pk, int64_t nr, const void *a, size_t as,
+T_AVX512 void kz_avx512_gemm_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t nr, const void *a, size_t as,
                                            int64_t nt, float *y, int64_t ldy) {
-    zr_gemm_p16(n, pk, nr, a, as, nt, y, ldy, 0);
+    lane_gemm_16x4(n, pk, nr, a, as, nt, y, ldy, 0);
 }
 
 /* ---------------- integer kernels: two variants of one template ---------------- */
@@ -360,7 +305,7 @@ T_AVX512 void kz_avx512_gemm_q4_0_p16_nopf(int64_t n, const void *pk, int64_t nr
 #define QX_EXPORT(name) kz_avx2_##name
 #define QX_TGT T_AVX2
 #define QX_VNNI 0
-#include "matmul/x86/quant_x86_q.h"
+#include "matmul/x86/b32_tmpl.h"
 #undef QX
 #undef QX_EXPORT
 #undef QX_TGT
@@ -370,7 +315,7 @@ T_AVX512 void kz_avx512_gemm_q4_0_p16_nopf(int64_t n, const void *pk, int64_t nr
 #define QX_EXPORT(name) kz_avx512_##name
 #define QX_TGT T_AVX512
 #define QX_VNNI 1
-#include "matmul/x86/quant_x86_q.h"
+#include "matmul/x86/b32_tmpl.h"
 #undef QX
 #undef QX_EXPORT
 #undef QX_TGT
@@ -592,27 +537,7 @@ T_AVX2 KZ_INL void ftile(const int k, const int R, const int T, int64_t n, const
         }
 }
 
-T_AVX2 KZ_INL void fgemm(const int k, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
-                         size_t as, int64_t nt, float *y, int64_t ldy) {
-    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-        const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
-        const uint8_t *wp[4];
-        for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-        int64_t t0 = 0;
-        float out[8];
-        for (; t0 + 2 <= nt; t0 += 2) {
-            const uint8_t *ap[2] = { a + (size_t)t0 * as, a + (size_t)(t0 + 1) * as };
-            ftile(k, 4, 2, n, wp, ap, out);
-            for (int t = 0; t < 2; t++)
-                for (int r = 0; r < nv; r++) y[(t0 + t) * ldy + r0 + r] = out[t * 4 + r];
-        }
-        if (t0 < nt) {
-            const uint8_t *ap[1] = { a + (size_t)t0 * as };
-            ftile(k, 4, 1, n, wp, ap, out);
-            for (int r = 0; r < nv; r++) y[t0 * ldy + r0 + r] = out[r];
-        }
-    }
-}
+KZ_TILE_GEMM_4X2(T_AVX2, fgemm, ftile)
 
 #define FKERNELS(name, k)                                                                          \
     T_AVX2 float kz_avx2_dot_##name(const void *w, const void *a, int64_t n) {                     \
@@ -628,6 +553,28 @@ T_AVX2 KZ_INL void fgemm(const int k, int64_t n, const uint8_t *w, size_t ws, in
 FKERNELS(f32, K_F32)
 FKERNELS(f16, K_F16)
 FKERNELS(bf16, K_BF16)
+
+
+/* ---------------- Q4_1 / Q5_0 / Q5_1 / IQ4_NL (b32_legacy_tmpl.h, AVX2 and AVX-512 VNNI) ---------------- */
+#define LX(name) legacy_##name##_avx2
+#define LX_EXPORT(name) kz_avx2_##name
+#define LX_TGT T_AVX2
+#define LX_VNNI 0
+#include "matmul/x86/b32_legacy_tmpl.h"
+#undef LX
+#undef LX_EXPORT
+#undef LX_TGT
+#undef LX_VNNI
+
+#define LX(name) legacy_##name##_avx512
+#define LX_EXPORT(name) kz_avx512_##name
+#define LX_TGT T_AVX512
+#define LX_VNNI 1
+#include "matmul/x86/b32_legacy_tmpl.h"
+#undef LX
+#undef LX_EXPORT
+#undef LX_TGT
+#undef LX_VNNI
 
 #else
 typedef int kz_quant_x86_unused; /* not x86-64: nothing to build (ISO C wants a declaration) */

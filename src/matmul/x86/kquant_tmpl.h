@@ -1,18 +1,11 @@
-/* Q4_K / Q5_K / Q6_K x Q8_K kernels for x86-64, included by quant_k_x86.c once per variant:
+/* Q4_K / Q5_K / Q6_K x Q8_K kernels for x86-64, included by x86/kquant.c once per variant:
  *   KX(name)   suffixes a name with the variant; KX_TGT its target attribute;
  *   KX_VNNI    1: VPDPWSSD fuses the scale multiply-add (AVX512-VNNI, 256-bit); 0: VPMADDWD + VPADDD
  *   KX_EXPORT  prefix of the exported functions.
  * Integer sums per super-block are exact (u8 x s8 pair sums <= 2 * 63 * 128 fit int16, scaled
- * partials fit int32), then the float chain of quant_k_isa.h per (row, token) pair, so every
+ * partials fit int32), then the float chain of kernels.h per (row, token) pair, so every
  * result equals the scalar reference bit for bit whatever the tile. */
 
-/* sum of the 8 int32 lanes */
-KX_TGT KZ_INL int32_t KX(hsum)(__m256i v) {
-    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-    return _mm_cvtsi128_si32(h);
-}
 KX_TGT KZ_INL int32_t KX(hsum4)(__m128i h) {
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
@@ -39,6 +32,21 @@ KX_TGT KZ_INL void KX(unpack_sm)(const uint8_t *p, __m128i *sc16, __m128i *m16) 
     *m16 = _mm_cvtepu8_epi16(_mm_setr_epi32((int)m_lo, (int)m_hi, 0, 0));
 }
 
+/* the codes of sub-blocks 2c (lo) and 2c + 1 (hi) of a Q4_K / Q5_K super-block, 0..15 / 0..31;
+ * hv: the Q5_K high bits still to use (bit 2c of qh byte l -> bit 4 of element l of sub-block
+ * 2c, bit 2c+1 -> sub-block 2c+1), shifted on by 2 */
+KX_TGT KZ_INL void KX(q45_codes)(const int q5, const uint8_t *qs, int c, __m256i *hv, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+    *lo = _mm256_and_si256(v, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (q5) {
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(*hv, 4), b4));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_slli_epi16(*hv, 3), b4));
+        *hv = _mm256_srli_epi16(*hv, 2);
+    }
+}
+
 /* integer parts of one Q4_K (q5 = 0) or Q5_K (q5 = 1) super-block: sumi, summ */
 KX_TGT KZ_INL void KX(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int32_t *sumi, int32_t *summ) {
     __m128i sc16, m16;
@@ -46,19 +54,12 @@ KX_TGT KZ_INL void KX(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, 
     const __m256i sc = _mm256_broadcastsi128_si256(sc16);
     const uint8_t *qs = x + (q5 ? 48 : 16);
     const int8_t *q8 = (const int8_t *)(a + 4);
-    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     __m256i hv = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
     __m256i acc = _mm256_setzero_si256();
     KZ_UNROLL(4)
     for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (q5) {
-            /* bit 2c of qh byte l -> bit 4 of element l of sub-block 2c, bit 2c+1 -> sub-block 2c+1 */
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hv, 4), b4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hv, 3), b4));
-            hv = _mm256_srli_epi16(hv, 2);
-        }
+        __m256i lo, hi;
+        KX(q45_codes)(q5, qs, c, &hv, &lo, &hi);
         const __m256i a0 = _mm256_loadu_si256((const __m256i *)(q8 + 64 * c));
         const __m256i a1 = _mm256_loadu_si256((const __m256i *)(q8 + 64 * c + 32));
         /* broadcast int16 scale 2c / 2c+1 to all lanes */
@@ -67,31 +68,36 @@ KX_TGT KZ_INL void KX(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, 
         acc = KX(madd_acc)(acc, _mm256_maddubs_epi16(lo, a0), s0);
         acc = KX(madd_acc)(acc, _mm256_maddubs_epi16(hi, a1), s1);
     }
-    *sumi = KX(hsum)(acc);
+    *sumi = x86_hsum_epi32(acc);
     const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(a + 260)),
                                       _mm_loadu_si128((const __m128i *)(a + 276))); /* pair sums <= 4064 */
     *summ = KX(hsum4)(_mm_madd_epi16(m16, bs));
 }
 
+/* the 4 x 32 unsigned 6-bit codes (0..63) of half c (128 elements) of a Q6_K super-block */
+KX_TGT KZ_INL void KX(q6_codes)(const uint8_t *x, int c, __m256i u[4]) {
+    const uint8_t *ql = x, *qh = x + 128;
+    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c + 32));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(qh + 32 * c));
+    u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m3));
+    u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m3));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m3));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(h, 2), m3));
+}
+
 /* integer part of one Q6_K super-block: sum_g sc_g * sum (u - 32) * a = sum_g sc_g * sum u * a -
  * 32 * sum_g sc_g * bsum_g, with u = 0..63 the unsigned codes */
 KX_TGT KZ_INL int32_t KX(sb_q6)(const uint8_t *x, const uint8_t *a) {
-    const uint8_t *ql = x, *qh = x + 128;
     const int8_t *q8 = (const int8_t *)(a + 4);
     const __m128i s8 = _mm_loadu_si128((const __m128i *)(x + 192));
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(0x30);
     __m256i acc = _mm256_setzero_si256();
     KZ_UNROLL(2)
     for (int c = 0; c < 2; c++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c + 32));
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(qh + 32 * c));
         __m256i u[4];
-        u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m3));
-        u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m3));
-        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m3));
-        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m3));
+        KX(q6_codes)(x, c, u);
         KZ_UNROLL(4)
         for (int g = 0; g < 4; g++) {
             const int k = 8 * c + 2 * g; /* scale groups k (low 16 bytes) and k+1 (high 16) */
@@ -104,7 +110,7 @@ KX_TGT KZ_INL int32_t KX(sb_q6)(const uint8_t *x, const uint8_t *a) {
         }
     }
     const __m256i bias = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s8), _mm256_loadu_si256((const __m256i *)(a + 260)));
-    return KX(hsum)(acc) - 32 * KX(hsum)(bias);
+    return x86_hsum_epi32(acc) - 32 * x86_hsum_epi32(bias);
 }
 
 KX_TGT KZ_INL float KX(dot_q45)(const int q5, int64_t nb, const uint8_t *x, const uint8_t *a) {
@@ -133,19 +139,13 @@ KX_TGT KZ_INL void KX(sb_q45_x4)(const int q5, const uint8_t *x, const uint8_t *
     KX(unpack_sm)(x + 4, &sc16, &m16);
     const __m256i sc = _mm256_broadcastsi128_si256(sc16);
     const uint8_t *qs = x + (q5 ? 48 : 16);
-    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     __m256i hv = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
     __m256i acc[4];
     for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_si256();
     KZ_UNROLL(4)
     for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (q5) {
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hv, 4), b4));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hv, 3), b4));
-            hv = _mm256_srli_epi16(hv, 2);
-        }
+        __m256i lo, hi;
+        KX(q45_codes)(q5, qs, c, &hv, &lo, &hi);
         const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
         const __m256i s1 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
         KZ_UNROLL(4)
@@ -156,7 +156,7 @@ KX_TGT KZ_INL void KX(sb_q45_x4)(const int q5, const uint8_t *x, const uint8_t *
         }
     }
     for (int k = 0; k < 4; k++) {
-        sumi[k] = KX(hsum)(acc[k]);
+        sumi[k] = x86_hsum_epi32(acc[k]);
         const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(a[k] + 260)),
                                           _mm_loadu_si128((const __m128i *)(a[k] + 276)));
         summ[k] = KX(hsum4)(_mm_madd_epi16(m16, bs));
@@ -164,22 +164,13 @@ KX_TGT KZ_INL void KX(sb_q45_x4)(const int q5, const uint8_t *x, const uint8_t *
 }
 
 KX_TGT KZ_INL void KX(sb_q6_x4)(const uint8_t *x, const uint8_t *const a[4], int32_t sumi[4]) {
-    const uint8_t *ql = x, *qh = x + 128;
     const __m128i s8 = _mm_loadu_si128((const __m128i *)(x + 192));
-    const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(0x30);
     __m256i acc[4];
     for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_si256();
     KZ_UNROLL(2)
     for (int c = 0; c < 2; c++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * c + 32));
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(qh + 32 * c));
         __m256i u[4];
-        u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m3));
-        u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m3));
-        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m3));
-        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m3));
+        KX(q6_codes)(x, c, u);
         KZ_UNROLL(4)
         for (int g = 0; g < 4; g++) {
             const int kk = 8 * c + 2 * g;
@@ -197,7 +188,7 @@ KX_TGT KZ_INL void KX(sb_q6_x4)(const uint8_t *x, const uint8_t *const a[4], int
     const __m256i s16 = _mm256_cvtepi8_epi16(s8);
     for (int k = 0; k < 4; k++) {
         const __m256i bias = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)(a[k] + 260)));
-        sumi[k] = KX(hsum)(acc[k]) - 32 * KX(hsum)(bias);
+        sumi[k] = x86_hsum_epi32(acc[k]) - 32 * x86_hsum_epi32(bias);
     }
 }
 

@@ -1,29 +1,30 @@
-/* Legacy 32-element block types Q4_1, Q5_0, Q5_1 and IQ4_NL: scalar reference dequantize,
- * the quantizers llama-quantize runs (Q4_1/Q5_0/Q5_1 = quantize_row_*_ref, IQ4_NL =
- * quantize_iq4_nl with ntry = 7, no imatrix), the reference dots, and one table per ISA level.
+/* 32-element block types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL. Scalar reference dequantize,
+ * the quantizers llama-quantize runs (quantize_row_*_ref; IQ4_NL: quantize_iq4_nl with ntry = 7,
+ * no imatrix), and the reference dots every SIMD level reproduces.
  *
  * Block layouts (ggml): element j in the low nibble of qs[j], element j+16 in the high nibble;
  * Q5 types keep the 5th bit of element i in bit i of the little-endian u32 qh.
- *   Q4_1   20 B: fp16 d, fp16 m, qs[16]            x = d*q + m          (q 0..15)
- *   Q5_0   22 B: fp16 d, qh[4], qs[16]             x = d*(q - 16)       (q 0..31)
- *   Q5_1   24 B: fp16 d, fp16 m, qh[4], qs[16]     x = d*q + m          (q 0..31)
- *   IQ4_NL 18 B: fp16 d, qs[16]                    x = d*kv[q]
- * Activations: Q4_1 / Q5_1 dot with Q8_1 (fp16 d, fp16 s = d*sum(a), int8 a[32]), Q5_0 /
- * IQ4_NL with Q8_0 (fp16 d, int8 a[32]).
+ *   Q8_0   34 B: fp16 d, int8 qs[32]              x = d*q
+ *   Q4_0   18 B: fp16 d, qs[16]                   x = d*(q - 8)        (q 0..15)
+ *   Q4_1   20 B: fp16 d, fp16 m, qs[16]           x = d*q + m          (q 0..15)
+ *   Q5_0   22 B: fp16 d, qh[4], qs[16]            x = d*(q - 16)       (q 0..31)
+ *   Q5_1   24 B: fp16 d, fp16 m, qh[4], qs[16]    x = d*q + m          (q 0..31)
+ *   IQ4_NL 18 B: fp16 d, qs[16]                   x = d*kv[q]
+ * Activations: Q4_1 / Q5_1 dot with Q8_1 (fp16 d, fp16 s = d*sum(a), int8 a[32]), the others
+ * with Q8_0.
  *
  * Float op order of the dots (every SIMD level reproduces it lane by lane, no FMA):
- *   Q5_0, IQ4_NL:  s = s + (float)sumi * (d_w * d_a)
- *   Q4_1, Q5_1:    s = s + ((float)sumi * (d_w * d_a) + m_w * s_a)
- * with sumi the exact int32 block dot (of q - 16, kv[q] or q with a), blocks in order, s = 0
- * at the start. */
+ *   Q8_0, Q4_0, Q5_0, IQ4_NL:  s = s + (float)sumi * (d_w * d_a)
+ *   Q4_1, Q5_1:                s = s + ((float)sumi * (d_w * d_a) + m_w * s_a)
+ * with sumi the exact int32 block dot, blocks in order, s = 0 at the start. */
 #include <math.h>
 #include <string.h>
 
-#include "sys/cpu.h"
 #include "sys/fp16.h"
-#include "matmul/quant.h"
-#include "matmul/ref/quant_act.h"
-#include "matmul/quant_legacy_isa.h"
+#include "matmul/block.h"
+#include "matmul/kernels.h"
+#include "matmul/ref/ref.h"
+#include "matmul/ref/act.h"
 #include "model/types.h"
 
 /* reference rounding: product and sum rounded separately (gguf-py, and the formula order) */
@@ -39,15 +40,10 @@
 #define Q5_1_B 24
 #define IQ4_NL_B 18
 #define Q8_0_B 34
+#define Q4_0_B 18
 
 const int8_t kz_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[1] = (uint8_t)(v >> 8); }
-static inline float h2f(const uint8_t *p) { return kz_fp16_to_f32(rd16(p)); }
-static inline uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
 
 /* the 32 codes of a block: nibbles (element order) plus the Q5 high bit when qh != NULL */
 static inline void codes(const uint8_t *qs, const uint8_t *qh, int q[32]) {
@@ -58,9 +54,133 @@ static inline void codes(const uint8_t *qs, const uint8_t *qh, int q[32]) {
     }
 }
 
+/* ---------------- Q8_0 / Q4_0 ---------------- */
+
+void kz_ref_dequant_q8_0(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q8_0_B) {
+        float d = h2f(b);
+        const int8_t *qs = (const int8_t *)(b + 2);
+        for (int j = 0; j < QK; j++) dst[ib * QK + j] = (float)qs[j] * d;
+    }
+}
+
+void kz_ref_dequant_q4_0(const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_0_B) {
+        float d = h2f(b);
+        const uint8_t *qs = b + 2;
+        float *y = dst + ib * QK;
+        /* byte j: element j in the low nibble, element j+16 in the high nibble */
+        for (int j = 0; j < QK / 2; j++) {
+            y[j] = (float)((int)(qs[j] & 0x0f) - 8) * d;
+            y[j + QK / 2] = (float)((int)(qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* The Q4_0 reference quantizer's rounding depends on whether x*id + 8.5f is contracted into an
+ * FMA (see kz_quant_q4_0_ref): this file forbids contraction whatever the build flags, so the
+ * default is the two-rounding form. */
+size_t kz_ref_quant_q8_0(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q8_0_B) {
+        const float *x = src + ib * QK;
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            float a = fabsf(x[j]);
+            if (a > amax) amax = a;
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        f2h(b, d);
+        int8_t *qs = (int8_t *)(b + 2);
+        for (int j = 0; j < QK; j++) qs[j] = q8_round(x[j] * id);
+    }
+    return (size_t)(n / QK) * Q8_0_B;
+}
+
+/* Truncation of t (expected in [0, 16.5]) clamped to the nibble range; NaN -> 0. Equal to
+ * min(15, (int8_t)t) of the reference for every finite t >= 0. */
+static inline uint8_t q4_trunc(float t) {
+    if (!(t >= 0.0f)) return 0;
+    if (t >= 15.0f) return 15;
+    return (uint8_t)t;
+}
+
+size_t kz_quant_q4_0_ref(const float *src, void *dst, int64_t n, int fused) {
+    if (n < 0 || n % QK) return 0;
+    uint8_t *b = dst;
+    for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_0_B) {
+        const float *x = src + ib * QK;
+        /* signed value of largest magnitude, first occurrence wins */
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            float a = fabsf(x[j]);
+            if (amax < a) {
+                amax = a;
+                max = x[j];
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        f2h(b, d);
+        uint8_t *qs = b + 2;
+        for (int j = 0; j < QK / 2; j++) {
+            float t0, t1;
+            if (fused) {
+                t0 = fmaf(x[j], id, 8.5f);
+                t1 = fmaf(x[j + QK / 2], id, 8.5f);
+            } else {
+                /* two roundings: product to float, then the add (separate statements) */
+                float p0 = x[j] * id;
+                float p1 = x[j + QK / 2] * id;
+                t0 = p0 + 8.5f;
+                t1 = p1 + 8.5f;
+            }
+            qs[j] = (uint8_t)(q4_trunc(t0) | (q4_trunc(t1) << 4));
+        }
+    }
+    return (size_t)(n / QK) * Q4_0_B;
+}
+
+size_t kz_ref_quant_q4_0(const float *src, void *dst, int64_t n) { return kz_quant_q4_0_ref(src, dst, n, 0); }
+
+/* Integer dot per block, scaled by d_w * d_a in float, blocks summed in float. */
+float kz_ref_dot_q8_0(const void *w, const void *a, int64_t n) {
+    const uint8_t *x = w, *y = a;
+    float s = 0.0f;
+    for (int64_t ib = 0; ib < n / QK; ib++, x += Q8_0_B, y += Q8_0_B) {
+        const int8_t *qx = (const int8_t *)(x + 2), *qy = (const int8_t *)(y + 2);
+        int32_t sumi = 0;
+        for (int j = 0; j < QK; j++) sumi += (int32_t)qx[j] * (int32_t)qy[j];
+        s += (float)sumi * (h2f(x) * h2f(y));
+    }
+    return s;
+}
+
+float kz_ref_dot_q4_0(const void *w, const void *a, int64_t n) {
+    const uint8_t *x = w, *y = a;
+    float s = 0.0f;
+    for (int64_t ib = 0; ib < n / QK; ib++, x += Q4_0_B, y += Q8_0_B) {
+        const uint8_t *qx = x + 2;
+        const int8_t *qy = (const int8_t *)(y + 2);
+        int32_t sumi = 0;
+        for (int j = 0; j < QK / 2; j++) {
+            sumi += ((int32_t)(qx[j] & 0x0f) - 8) * qy[j];
+            sumi += ((int32_t)(qx[j] >> 4) - 8) * qy[j + QK / 2];
+        }
+        s += (float)sumi * (h2f(x) * h2f(y));
+    }
+    return s;
+}
+
+KZ_SCALAR_GEMM(kz_ref_gemm_q8_0, kz_ref_dot_q8_0)
+KZ_SCALAR_GEMM(kz_ref_gemm_q4_0, kz_ref_dot_q4_0)
+
 /* ---------------- dequantize ---------------- */
 
-static void dq_q4_1(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q4_1(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_1_B, dst += QK) {
@@ -70,7 +190,7 @@ static void dq_q4_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_q5_0(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q5_0(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_0_B, dst += QK) {
@@ -80,7 +200,7 @@ static void dq_q5_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_q5_1(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q5_1(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_1_B, dst += QK) {
@@ -90,7 +210,7 @@ static void dq_q5_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dq_iq4_nl(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_iq4_nl(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += IQ4_NL_B, dst += QK) {
@@ -144,7 +264,7 @@ static void q_minmax_blk(const float *x, int nmax, uint8_t *dm, int q[32]) {
     }
 }
 
-static size_t q_q4_1(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q4_1(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_1_B, src += QK) {
@@ -154,7 +274,7 @@ static size_t q_q4_1(const float *src, void *dst, int64_t n) {
     return (size_t)(n / QK) * Q4_1_B;
 }
 
-static size_t q_q5_1(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q5_1(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_1_B, src += QK) {
@@ -178,7 +298,7 @@ static float signed_absmax(const float *x, float *amax_out) {
     return mx;
 }
 
-static size_t q_q5_0(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q5_0(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_0_B, src += QK) {
@@ -226,7 +346,7 @@ static void iq4_fit(const float *x, float id, float *sqx, float *sq2) {
 
 /* quantize_iq4_nl (ntry = 7, no imatrix): pick the scale maximising (sum wqx)^2 / sum wq^2 over
  * the start point -max/kv[0] and the 15 scales that map max onto kv[0] + itry */
-static size_t q_iq4_nl(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_iq4_nl(const float *src, void *dst, int64_t n) {
     const int ntry = 7;
     uint8_t *b = dst;
     int q[32];
@@ -259,7 +379,7 @@ static size_t q_iq4_nl(const float *src, void *dst, int64_t n) {
 
 /* ---------------- reference dots ---------------- */
 
-static float dot_q4_1(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q4_1(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     int q[32];
@@ -273,7 +393,7 @@ static float dot_q4_1(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-static float dot_q5_1(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q5_1(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     int q[32];
@@ -287,7 +407,7 @@ static float dot_q5_1(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-static float dot_q5_0(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_q5_0(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     int q[32];
@@ -301,7 +421,7 @@ static float dot_q5_0(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
+float kz_ref_dot_iq4_nl(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     float s = 0.0f;
     int q[32];
@@ -315,50 +435,7 @@ static float dot_iq4_nl(const void *w, const void *a, int64_t n) {
     return s;
 }
 
-KZ_SCALAR_GEMM(gemm_q4_1, dot_q4_1)
-KZ_SCALAR_GEMM(gemm_q5_0, dot_q5_0)
-KZ_SCALAR_GEMM(gemm_q5_1, dot_q5_1)
-KZ_SCALAR_GEMM(gemm_iq4_nl, dot_iq4_nl)
-
-/* ---------------- per-level tables ---------------- */
-
-#define ENTRY(T, A, B, dq, q, dot_, gemm_) \
-    { .type = (T), .act_type = (A), .blck = QK, .bytes = (B), .dequant = (dq), .quant = (q), .vec_dot = (dot_), .gemm = (gemm_) }
-#define TABLE(name, pfx)                                                                           \
-    static const kz_qtraits name[4] = {                                                             \
-        ENTRY(KZ_T_Q4_1, KZ_T_Q8_1, Q4_1_B, dq_q4_1, q_q4_1, pfx##dot_q4_1, pfx##gemm_q4_1),       \
-        ENTRY(KZ_T_Q5_0, KZ_T_Q8_0, Q5_0_B, dq_q5_0, q_q5_0, pfx##dot_q5_0, pfx##gemm_q5_0),       \
-        ENTRY(KZ_T_Q5_1, KZ_T_Q8_1, Q5_1_B, dq_q5_1, q_q5_1, pfx##dot_q5_1, pfx##gemm_q5_1),       \
-        ENTRY(KZ_T_IQ4_NL, KZ_T_Q8_0, IQ4_NL_B, dq_iq4_nl, q_iq4_nl, pfx##dot_iq4_nl, pfx##gemm_iq4_nl), \
-    };
-TABLE(k_scalar, )
-#if defined(__x86_64__)
-TABLE(k_avx2, kz_avx2_)
-TABLE(k_avx512, kz_avx512_)
-#endif
-#if defined(__aarch64__)
-TABLE(k_neon, kz_neon_)
-TABLE(k_dotprod, kz_dotprod_)
-/* i8mm: the SMMLA gemm, the dotprod vec_dot */
-#define ENTRY_I8(T, A, B, dq, q, t) ENTRY(T, A, B, dq, q, kz_dotprod_dot_##t, kz_i8mm_gemm_##t)
-static const kz_qtraits k_i8mm[4] = {
-    ENTRY_I8(KZ_T_Q4_1, KZ_T_Q8_1, Q4_1_B, dq_q4_1, q_q4_1, q4_1),
-    ENTRY_I8(KZ_T_Q5_0, KZ_T_Q8_0, Q5_0_B, dq_q5_0, q_q5_0, q5_0),
-    ENTRY_I8(KZ_T_Q5_1, KZ_T_Q8_1, Q5_1_B, dq_q5_1, q_q5_1, q5_1),
-    ENTRY_I8(KZ_T_IQ4_NL, KZ_T_Q8_0, IQ4_NL_B, dq_iq4_nl, q_iq4_nl, iq4_nl),
-};
-#endif
-
-static const kz_qtraits *const levels[KZ_ISA_COUNT] = {
-    [KZ_ISA_SCALAR] = k_scalar,
-#if defined(__x86_64__)
-    [KZ_ISA_AVX2] = k_avx2, [KZ_ISA_AVX512] = k_avx512,
-#endif
-#if defined(__aarch64__)
-    [KZ_ISA_NEON] = k_neon, [KZ_ISA_DOTPROD] = k_dotprod, [KZ_ISA_I8MM] = k_i8mm,
-#endif
-};
-
-const kz_qtraits *kz_qtraits_legacy(int isa, uint32_t type) {
-    return kz_qtraits_in(levels, 4, isa, type);
-}
+KZ_SCALAR_GEMM(kz_ref_gemm_q4_1, kz_ref_dot_q4_1)
+KZ_SCALAR_GEMM(kz_ref_gemm_q5_0, kz_ref_dot_q5_0)
+KZ_SCALAR_GEMM(kz_ref_gemm_q5_1, kz_ref_dot_q5_1)
+KZ_SCALAR_GEMM(kz_ref_gemm_iq4_nl, kz_ref_dot_iq4_nl)

@@ -1,31 +1,18 @@
-/* Q8_0 / Q4_0 x Q8_0 integer kernels for AArch64, included by quant_arm.c (baseline NEON) and
- * quant_arm_dot.c (SDOT) with:
+/* Q8_0 / Q4_0 x Q8_0 integer kernels for AArch64, included by arm/neon.c (baseline NEON) and
+ * arm/dotprod.c (SDOT) with:
  *   AQ(name)     suffixes a name with the variant
  *   AQ_SDOT      1: block dots with vdotq_s32 (FEAT_DotProd); 0: vmull_s8 + pairwise adds
  *   AQ_EXPORT    prefix of the exported functions (kz_neon_ / kz_dotprod_)
- * and quant_arm_i8mm.c uses the helpers above the AQ_SDOT part.
+ * and arm/i8mm.c uses the helpers above the AQ_SDOT part.
  *
- * Exactness as on x86 (quant_x86_q.h): integer block dots are exact, the float part is the
+ * Exactness as on x86 (x86/b32_tmpl.h): integer block dots are exact, the float part is the
  * scalar reference's, lane by lane (acc = acc + (float)sumi * (d_w * d_a), no FMA; the
  * including files forbid contraction), one lane per (weight row, token) pair.
  * Lanes: GEMV tile = 4 rows x 1 token (lane = row); GEMM tile = 4 rows x 4 tokens, one vector
  * per token (lane = row). */
 #ifndef KZ_QUANT_ARM_Q_HELPERS
 #define KZ_QUANT_ARM_Q_HELPERS
-#include <arm_neon.h>
-#include <string.h>
-
-#include "sys/fp16.h"
-
-#define KZ_INL static inline __attribute__((always_inline))
-#define KZ_PRAGMA(x) _Pragma(#x)
-#define KZ_UNROLL(n) KZ_PRAGMA(GCC unroll n)
-
-static inline uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2); /* little-endian, unaligned */
-    return v;
-}
+#include "matmul/arm/simd.h"
 
 /* 32 signed int8 of one block, elements 0..15 and 16..31 */
 typedef struct {
@@ -138,53 +125,18 @@ KZ_INL float AQ(dot1)(const int q4, int64_t nb, const uint8_t *w, const uint8_t 
     return s;
 }
 
-/* GEMV over rows [0, nr) for one activation row (rows padded by repeating the last one) */
-KZ_INL void AQ(gemv)(const int q4, int64_t nb, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, float *y) {
-    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-        const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
-        const uint8_t *wp[4];
-        for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-        const float32x4_t acc = AQ(tile4x1)(q4, nb, wp, a);
-        if (nv == 4) {
-            vst1q_f32(y + r0, acc);
-        } else {
-            float out[4];
-            vst1q_f32(out, acc);
-            for (int r = 0; r < nv; r++) y[r0 + r] = out[r];
-        }
-    }
+/* the tiles' results stored where the drivers of matmul/simd.h ask */
+KZ_INL void AQ(tile4x1_st)(const int q4, int64_t nb, const uint8_t *const w[4], const uint8_t *a, float *out) {
+    vst1q_f32(out, AQ(tile4x1)(q4, nb, w, a));
 }
-
-KZ_INL void AQ(gemm)(const int q4, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
-                     int64_t nt, float *y, int64_t ldy) {
-    const int64_t nb = n / 32;
-    int64_t t_done = 0;
-    if (nt >= 4) {
-        for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-            const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
-            const uint8_t *wp[4];
-            for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-            for (int64_t t0 = 0; t0 + 4 <= nt; t0 += 4) {
-                const uint8_t *ap[4];
-                for (int t = 0; t < 4; t++) ap[t] = a + (size_t)(t0 + t) * as;
-                float32x4_t acc[4];
-                AQ(tile4x4)(q4, nb, wp, ap, acc);
-                for (int t = 0; t < 4; t++) {
-                    float *yt = y + (t0 + t) * ldy + r0;
-                    if (nv == 4) {
-                        vst1q_f32(yt, acc[t]);
-                    } else {
-                        float out[4];
-                        vst1q_f32(out, acc[t]);
-                        for (int r = 0; r < nv; r++) yt[r] = out[r];
-                    }
-                }
-            }
-        }
-        t_done = nt - nt % 4;
-    }
-    for (int64_t t = t_done; t < nt; t++) AQ(gemv)(q4, nb, w, ws, nr, a + (size_t)t * as, y + t * ldy);
+KZ_INL void AQ(tile4x4_st)(const int q4, int64_t nb, const uint8_t *const w[4], const uint8_t *const a[4], float *out,
+                           int64_t ldo) {
+    float32x4_t acc[4];
+    AQ(tile4x4)(q4, nb, w, a, acc);
+    for (int t = 0; t < 4; t++) vst1q_f32(out + t * ldo, acc[t]);
 }
+KZ_TILE_GEMV(, AQ(gemv), 4, AQ(tile4x1_st))
+KZ_TILE_GEMM_4X4(, AQ(gemm), AQ(tile4x4_st), AQ(gemv))
 
 float AQ_EXPORT(dot_q8_0)(const void *w, const void *a, int64_t n) { return AQ(dot1)(0, n / 32, w, a); }
 float AQ_EXPORT(dot_q4_0)(const void *w, const void *a, int64_t n) { return AQ(dot1)(1, n / 32, w, a); }

@@ -1,26 +1,22 @@
-/* AArch64 baseline NEON kernels (Advanced SIMD is mandatory in AArch64, so this file needs no
- * extra flags): activation quantizers, float dots, and the integer dots without SDOT. The
- * dotprod and i8mm variants live in quant_arm_dot.c / quant_arm_i8mm.c, which the Makefile
- * builds with the matching -march; dispatch (quant.c via cpu.c) calls them only where the CPU
- * has the feature.
- *
- * Contracts (quant_isa.h): activation quantizers give the reference bytes; integer dots are
- * bit-identical to the scalar reference; float dots sum 4-lane float partials over chunks of
- * 128 elements, flush each chunk into double and round once (gemm == dot bit for bit). */
-#include "matmul/quant_isa.h"
+/* AArch64 baseline NEON kernels of every block type (Advanced SIMD is mandatory in AArch64:
+ * no extra flags): activation quantizers, float dots, integer dots without SDOT. dotprod.c and
+ * i8mm.c hold the variants the Makefile builds with the matching -march; traits.c hands them
+ * out only where cpu.c found the feature. Contracts: kernels.h. */
+
+#include "matmul/kernels.h"
 
 #if defined(__aarch64__)
-/* The float part of the integer kernels must round like the reference (product, then add). */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "matmul/arm/simd.h"
+
+/* ======== F32 / F16 / BF16, Q8_0 / Q4_0 ======== */
+/* Activation quantizers give the reference bytes; float dots sum 4-lane float partials over
+ * chunks of 128 elements, flush each chunk into double and round once (gemm == dot bit for bit);
+ * the integer dots are the arm/b32_tmpl.h template with vmull_s8 block dots. */
 
 #define AQ(name) name##_neon
 #define AQ_EXPORT(name) kz_neon_##name
 #define AQ_SDOT 0
-#include "matmul/arm/quant_arm_q.h"
+#include "matmul/arm/b32_tmpl.h"
 #undef AQ
 #undef AQ_EXPORT
 #undef AQ_SDOT
@@ -192,27 +188,7 @@ KZ_INL void ftile(const int k, const int R, const int T, int64_t n, const uint8_
         }
 }
 
-KZ_INL void fgemm(const int k, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
-                  int64_t nt, float *y, int64_t ldy) {
-    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-        const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
-        const uint8_t *wp[4];
-        for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-        int64_t t0 = 0;
-        float out[8];
-        for (; t0 + 2 <= nt; t0 += 2) {
-            const uint8_t *ap[2] = { a + (size_t)t0 * as, a + (size_t)(t0 + 1) * as };
-            ftile(k, 4, 2, n, wp, ap, out);
-            for (int t = 0; t < 2; t++)
-                for (int r = 0; r < nv; r++) y[(t0 + t) * ldy + r0 + r] = out[t * 4 + r];
-        }
-        if (t0 < nt) {
-            const uint8_t *ap[1] = { a + (size_t)t0 * as };
-            ftile(k, 4, 1, n, wp, ap, out);
-            for (int r = 0; r < nv; r++) y[t0 * ldy + r0 + r] = out[r];
-        }
-    }
-}
+KZ_TILE_GEMM_4X2(, fgemm, ftile)
 
 #define FKERNELS(name, k)                                                                          \
     float kz_neon_dot_##name(const void *w, const void *a, int64_t n) {                            \
@@ -229,6 +205,38 @@ FKERNELS(f32, K_F32)
 FKERNELS(f16, K_F16)
 FKERNELS(bf16, K_BF16)
 
+/* ======== Q4_1 / Q5_0 / Q5_1 / IQ4_NL ======== */
+/* arm/b32_legacy_tmpl.h with vmull_s8 block dots */
+#define LA(name) legacy_##name##_neon
+#define LA_EXPORT(name) kz_neon_##name
+#define LA_SDOT 0
+#include "matmul/arm/b32_legacy_tmpl.h"
+
+/* ======== Q4_K / Q5_K / Q6_K ======== */
+/* arm/kquant_tmpl.h with SMULL/SMLAL pair products */
+static inline int32_t kzk_dot32_neon(int8x16_t w0, int8x16_t w1, int8x16_t a0, int8x16_t a1) {
+    int16x8_t p = vmull_s8(vget_low_s8(w0), vget_low_s8(a0));
+    p = vmlal_s8(p, vget_high_s8(w0), vget_high_s8(a0));
+    int16x8_t q = vmull_s8(vget_low_s8(w1), vget_low_s8(a1));
+    q = vmlal_s8(q, vget_high_s8(w1), vget_high_s8(a1));
+    return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p), q));
+}
+#define KA_DOT32(w0, w1, a0, a1) kzk_dot32_neon(w0, w1, a0, a1)
+#define KA(name) kq_##name##_neon
+#define KA_EXPORT(name) kz_neon_##name
+#include "matmul/arm/kquant_tmpl.h"
+
+/* ======== Q2_K / Q3_K / IQ4_XS ======== */
+/* arm/kquant2_tmpl.h with 16 int8 products via vmull_s8 (each |w*a| <= 127*128, a pair <=
+ * 32512: exact in int16), widened pairwise to int32 */
+static inline int32_t k2_neon_dot16(int8x16_t w, int8x16_t a) {
+    const int16x8_t p = vaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(a)), vmull_high_s8(w, a));
+    return vaddvq_s32(vpaddlq_s16(p));
+}
+#define K2(nm) kz_neon_##nm
+#define K2_DOT16(w, a) k2_neon_dot16(w, a)
+#include "matmul/arm/kquant2_tmpl.h"
+
 #else
-typedef int kz_quant_arm_unused; /* not AArch64: nothing to build */
+typedef int kz_matmul_arm_neon_unused; /* not AArch64: nothing to build */
 #endif

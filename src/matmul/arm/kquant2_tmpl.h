@@ -1,17 +1,8 @@
-/* Q2_K / Q3_K / IQ4_XS x Q8_K dots for arm64, included by quant_k2_arm.c (NEON: vmull_s8 pairs)
- * and quant_k2_arm_dot.c (SDOT) with K2(name) naming the variant and K2_DOT16(w, a) giving the
+/* Q2_K / Q3_K / IQ4_XS x Q8_K dots for arm64, included by arm/neon.c (NEON: vmull_s8 pairs)
+ * and arm/dotprod.c (SDOT) with K2(name) naming the variant and K2_DOT16(w, a) giving the
  * exact int32 sum of 16 int8 products. Weights are decoded 16 at a time (one sub-block of 16 =
- * one scale); isum and the float ops are those of the scalar reference in quant_k2.c. */
-#include <arm_neon.h>
-#include <string.h>
-
-#include "sys/fp16.h"
-
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+ * one scale); isum and the float ops are those of the scalar reference in ref/kquant.c. */
+#include "matmul/arm/simd.h"
 
 static inline float k2_h2f(const uint8_t *p) { return kz_fp16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
 static inline float k2_act_d(const uint8_t *a) { float d; memcpy(&d, a, 4); return d; }

@@ -1,4 +1,4 @@
-/* Q4_1 / Q5_0 / Q5_1 / IQ4_NL integer kernels for x86-64, included by quant_legacy_x86.c once
+/* Q4_1 / Q5_0 / Q5_1 / IQ4_NL integer kernels for x86-64, included by x86/b32.c once
  * per variant (LX(name) suffix, LX_TGT target attribute, LX_VNNI: 1 = VPDPBUSD, 0 = VPMADDUBSW +
  * VPMADDWD, LX_EXPORT export prefix).
  *
@@ -152,43 +152,7 @@ LX_TGT KZ_INL float LX(dot1)(const int ty, int64_t nb, const uint8_t *w, const u
     return s;
 }
 
-LX_TGT KZ_INL void LX(gemm)(const int ty, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
-                            size_t as, int64_t nt, float *y, int64_t ldy) {
-    const int64_t nb = n / 32;
-    int64_t t_done = 0;
-    if (nt >= 4) {
-        for (int64_t r0 = 0; r0 < nr; r0 += 4) {
-            const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
-            const uint8_t *wp[4];
-            for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-            for (int64_t t0 = 0; t0 + 4 <= nt; t0 += 4) {
-                const uint8_t *ap[4];
-                for (int t = 0; t < 4; t++) ap[t] = a + (size_t)(t0 + t) * as;
-                __m256 acc[2];
-                LX(tile4x4)(ty, nb, wp, ap, acc);
-                float out[16];
-                _mm256_storeu_ps(out, acc[0]);
-                _mm256_storeu_ps(out + 8, acc[1]);
-                for (int t = 0; t < 4; t++)
-                    for (int r = 0; r < nv; r++) y[(t0 + t) * ldy + r0 + r] = out[t * 4 + r];
-            }
-        }
-        t_done = nt - nt % 4;
-    }
-    for (int64_t t = t_done; t < nt; t++) {
-        const uint8_t *ap = a + (size_t)t * as;
-        float *yt = y + t * ldy;
-        for (int64_t r0 = 0; r0 < nr; r0 += 8) {
-            const int nv = nr - r0 < 8 ? (int)(nr - r0) : 8;
-            const uint8_t *wp[8];
-            for (int r = 0; r < 8; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
-            const __m256 acc = LX(tile8x1)(ty, nb, wp, ap);
-            float out[8];
-            _mm256_storeu_ps(out, acc);
-            for (int r = 0; r < nv; r++) yt[r0 + r] = out[r];
-        }
-    }
-}
+X86_TILE_DRIVERS(LX_TGT, LX(tile8x1), LX(tile4x4), LX(tile8x1_st), LX(tile4x4_st), LX(gemv), LX(gemm))
 
 #define LX_DEF(t, ty)                                                                                   \
     LX_TGT float LX_EXPORT(dot_##t)(const void *w, const void *a, int64_t n) { return LX(dot1)(ty, n / 32, w, a); } \

@@ -6,7 +6,7 @@
  * exact, scales applied in int32 as in the scalar reference, then kzk_fin_* in its float order:
  * bit-identical to the scalar reference whatever the tile (gemm calls the same dot). */
 
-KA_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int32_t *summ) {
+KZ_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int32_t *summ) {
     uint8_t sc[8], m[8];
     kzk_scales_mins(x + 4, sc, m);
     const uint8_t *qs = x + (q5 ? 48 : 16);
@@ -45,7 +45,7 @@ KA_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int3
     return sumi;
 }
 
-KA_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
+KZ_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
     const uint8_t *ql = x, *qh = x + 128;
     const int8_t *sc = (const int8_t *)(x + 192);
     const int8_t *q8 = (const int8_t *)(a + 4);
@@ -72,7 +72,7 @@ KA_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
     return sumi;
 }
 
-KA_INL float KA(dot_q45)(const int q5, int64_t nb, const uint8_t *x, const uint8_t *a) {
+KZ_INL float KA(dot_q45)(const int q5, int64_t nb, const uint8_t *x, const uint8_t *a) {
     const size_t wbs = q5 ? KZK_Q5_BYTES : KZK_Q4_BYTES;
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++, x += wbs, a += KZK_A_BYTES) {
@@ -83,14 +83,14 @@ KA_INL float KA(dot_q45)(const int q5, int64_t nb, const uint8_t *x, const uint8
     return s;
 }
 
-KA_INL float KA(dot_q6)(int64_t nb, const uint8_t *x, const uint8_t *a) {
+KZ_INL float KA(dot_q6)(int64_t nb, const uint8_t *x, const uint8_t *a) {
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++, x += KZK_Q6_BYTES, a += KZK_A_BYTES)
         s = kzk_fin_q6(s, kzk_act_d(a), kz_fp16_to_f32(kzk_rd16(x + 208)), KA(sb_q6)(x, a));
     return s;
 }
 
-KA_INL void KA(gemm)(const int t, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
+KZ_INL void KA(gemm)(const int t, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
                      int64_t nt, float *y, int64_t ldy) {
     const int64_t nb = n / KZK_QK;
     for (int64_t r0 = 0; r0 < nr; r0 += 4) {

@@ -1,41 +1,51 @@
-/* AVX2 dots of Q2_K / Q3_K / IQ4_XS with Q8_K (see quant_k2_isa.h for the contract). Each
+/* x86-64 kernels for Q4_K / Q5_K / Q6_K x Q8_K: AVX2 and AVX-512 VNNI (256-bit) variants of
+ * one template (x86/kquant_tmpl.h). Target attributes keep the file buildable in a baseline
+ * x86-64 build; traits.c hands them out only for levels cpu.c found available. */
+
+#include "matmul/kernels.h"
+#if defined(__x86_64__)
+#include "matmul/x86/simd.h"
+
+#define KX(name) name##_avx2
+#define KX_EXPORT(name) kz_avx2_##name
+#define KX_TGT T_AVX2
+#define KX_VNNI 0
+#include "matmul/x86/kquant_tmpl.h"
+#undef KX
+#undef KX_EXPORT
+#undef KX_TGT
+#undef KX_VNNI
+
+#define KX(name) name##_avx512
+#define KX_EXPORT(name) kz_avx512_##name
+#define KX_TGT T_AVX512
+#define KX_VNNI 1
+#include "matmul/x86/kquant_tmpl.h"
+#undef KX
+#undef KX_EXPORT
+#undef KX_TGT
+#undef KX_VNNI
+
+
+/* ---------------- Q2_K / Q3_K / IQ4_XS (AVX2; the AVX-512 level uses these too) ---------------- */
+/* AVX2 dots of Q2_K / Q3_K / IQ4_XS with Q8_K (see kernels.h for the contract). Each
  * 32-element chunk: weights decoded to int8 w (Q2_K 0..3, Q3_K -4..3, IQ4_XS codebook values),
  * p16 = maddubs(|w|, sign(a, w)) (pairs <= 2*127*127, no saturation), p32 = madd(p16, scale of
  * the chunk's two 16-element halves) summed into int32 lanes: the exact integer isum of the
  * scalar reference, then its float ops unchanged (no FMA: this file forbids contraction). */
-#if defined(__x86_64__)
-#include <immintrin.h>
-#include <string.h>
-
-#include "sys/fp16.h"
-#include "matmul/quant_k2_isa.h"
-
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#define TGT __attribute__((target("avx2,fma,f16c")))
 #define Q8K 292
 
 static inline float h2f(const uint8_t *p) { return kz_fp16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
 static inline float act_d(const uint8_t *a) { float d; memcpy(&d, a, 4); return d; }
 
-TGT static inline __m256i chunk(__m256i acc, __m256i w, const uint8_t *a, int s_lo, int s_hi) {
+T_AVX2 static inline __m256i chunk(__m256i acc, __m256i w, const uint8_t *a, int s_lo, int s_hi) {
     const __m256i av = _mm256_loadu_si256((const __m256i *)a);
     const __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(av, w));
     const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)s_hi), _mm_set1_epi16((short)s_lo));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, sc));
 }
-TGT static inline int32_t hsum(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
 
-TGT float kz_avx2_dot_q2_K(const void *w, const void *a, int64_t n) {
+T_AVX2 float kz_avx2_dot_q2_K(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     const __m256i m3 = _mm256_set1_epi8(3);
     float acc = 0.0f;
@@ -55,14 +65,14 @@ TGT float kz_avx2_dot_q2_K(const void *w, const void *a, int64_t n) {
             memcpy(&b, y + 260 + 2 * s, 2);
             summ += (x[s] >> 4) * b;
         }
-        const int32_t isum = hsum(vi);
+        const int32_t isum = x86_hsum_epi32(vi);
         const float da = act_d(y);
         acc += (da * h2f(x + 80)) * (float)isum - (da * h2f(x + 82)) * (float)summ;
     }
     return acc;
 }
 
-TGT float kz_avx2_dot_q3_K(const void *w, const void *a, int64_t n) {
+T_AVX2 float kz_avx2_dot_q3_K(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     float acc = 0.0f;
@@ -86,12 +96,12 @@ TGT float kz_avx2_dot_q3_K(const void *w, const void *a, int64_t n) {
                 vi = chunk(vi, wv, y + 4 + 128 * h + 32 * g, sc[s], sc[s + 1]);
             }
         }
-        acc += (act_d(y) * h2f(x + 108)) * (float)hsum(vi);
+        acc += (act_d(y) * h2f(x + 108)) * (float)x86_hsum_epi32(vi);
     }
     return acc;
 }
 
-TGT float kz_avx2_dot_iq4_xs(const void *w, const void *a, int64_t n) {
+T_AVX2 float kz_avx2_dot_iq4_xs(const void *w, const void *a, int64_t n) {
     const uint8_t *x = w, *y = a;
     const __m256i kv = _mm256_broadcastsi128_si256(
         _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
@@ -107,7 +117,7 @@ TGT float kz_avx2_dot_iq4_xs(const void *w, const void *a, int64_t n) {
                 _mm256_set_m128i(_mm_srli_epi16(b, 4), b), m15); /* low half: elems 0..15, high: 16..31 */
             vi = chunk(vi, _mm256_shuffle_epi8(kv, nib), y + 4 + 32 * ib, ls, ls);
         }
-        acc += (act_d(y) * h2f(x)) * (float)hsum(vi);
+        acc += (act_d(y) * h2f(x)) * (float)x86_hsum_epi32(vi);
     }
     return acc;
 }
@@ -123,5 +133,5 @@ GEMM(kz_avx2_gemm_q2_K, kz_avx2_dot_q2_K)
 GEMM(kz_avx2_gemm_q3_K, kz_avx2_dot_q3_K)
 GEMM(kz_avx2_gemm_iq4_xs, kz_avx2_dot_iq4_xs)
 #else
-typedef int kz_quant_k2_x86_unused; /* ISO C: no empty translation unit */
+typedef int kz_quant_k_x86_unused; /* not x86-64 */
 #endif

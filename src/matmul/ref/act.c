@@ -10,33 +10,13 @@
 #include <math.h>
 #include <string.h>
 
-#include "sys/cpu.h"
 #include "sys/fp16.h"
-#include "matmul/quant.h"
-#include "matmul/ref/quant_act.h"
+#include "matmul/block.h"
+#include "matmul/ref/ref.h"
+#include "matmul/ref/act.h"
 #include "model/types.h"
 
-static inline void wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v & 0xff); p[1] = (uint8_t)(v >> 8); }
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-
-/* round half to even through the 1.5*2^23 trick of ggml's nearest_int, valid for |v| <= 2^22;
- * NaN or out-of-range inputs give some value that the callers clamp (no UB either way) */
-static inline int nearest_int(float v) {
-    float f = v + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-static inline int8_t round_away_clamp(float v) { /* roundf, NaN -> 0 */
-    if (!(v == v)) return 0;
-    float r = roundf(v);
-    if (r > 127.0f) r = 127.0f;
-    if (r < -127.0f) r = -127.0f;
-    return (int8_t)r;
-}
-
-size_t kz_quant_q8_1(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q8_1(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     for (int64_t ib = 0; ib < n / 32; ib++, b += KZ_Q8_1_BYTES) {
         const float *x = src + ib * 32;
@@ -50,7 +30,7 @@ size_t kz_quant_q8_1(const float *src, void *dst, int64_t n) {
         int8_t *qs = (int8_t *)(b + 4);
         int sum = 0;
         for (int j = 0; j < 32; j++) {
-            qs[j] = round_away_clamp(x[j] * id);
+            qs[j] = q8_round(x[j] * id);
             sum += qs[j];
         }
         wr16(b, kz_f32_to_fp16(d));
@@ -59,7 +39,7 @@ size_t kz_quant_q8_1(const float *src, void *dst, int64_t n) {
     return (size_t)(n / 32) * KZ_Q8_1_BYTES;
 }
 
-static void dq_q8_1(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q8_1(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t ib = 0; ib < n / 32; ib++, b += KZ_Q8_1_BYTES) {
         const float d = kz_fp16_to_f32(rd16(b));
@@ -68,7 +48,7 @@ static void dq_q8_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-size_t kz_quant_q8_K(const float *src, void *dst, int64_t n) {
+size_t kz_ref_quant_q8_K(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
     for (int64_t ib = 0; ib < n / 256; ib++, b += KZ_Q8_K_BYTES) {
         const float *x = src + ib * 256;
@@ -103,7 +83,7 @@ size_t kz_quant_q8_K(const float *src, void *dst, int64_t n) {
     return (size_t)(n / 256) * KZ_Q8_K_BYTES;
 }
 
-static void dq_q8_K(const void *src, float *dst, int64_t n) {
+void kz_ref_dequant_q8_K(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t ib = 0; ib < n / 256; ib++, b += KZ_Q8_K_BYTES) {
         float d;
@@ -111,15 +91,4 @@ static void dq_q8_K(const void *src, float *dst, int64_t n) {
         const int8_t *qs = (const int8_t *)(b + 4);
         for (int j = 0; j < 256; j++) dst[ib * 256 + j] = (float)qs[j] * d;
     }
-}
-
-static const kz_qtraits k_act[] = {
-    { KZ_T_Q8_1, KZ_T_Q8_1, 32,  KZ_Q8_1_BYTES, dq_q8_1, kz_quant_q8_1, NULL, NULL },
-    { KZ_T_Q8_K, KZ_T_Q8_K, 256, KZ_Q8_K_BYTES, dq_q8_K, kz_quant_q8_K, NULL, NULL },
-};
-
-static const kz_qtraits *const levels[KZ_ISA_COUNT] = { [KZ_ISA_SCALAR] = k_act }; /* every level */
-
-const kz_qtraits *kz_qtraits_act(int isa, uint32_t type) {
-    return kz_qtraits_in(levels, sizeof k_act / sizeof k_act[0], isa, type);
 }

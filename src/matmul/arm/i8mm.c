@@ -1,0 +1,455 @@
+/* AArch64 SMMLA (FEAT_I8MM) gemms of every block type that has one, and the q4_0_16x4 prefill;
+ * one-token rows and leftovers go to the SDOT kernels of dotprod.c. The Makefile builds this
+ * unit with -march=armv8.2-a+dotprod+i8mm; traits.c hands its kernels out only where cpu.c
+ * found i8mm and asimddp. Contracts: kernels.h. */
+
+#include "matmul/kernels.h"
+
+#if defined(__aarch64__)
+#include "matmul/arm/simd.h"
+
+#if !defined(__ARM_FEATURE_MATMUL_INT8)
+#error "i8mm.c needs -march=armv8.2-a+dotprod+i8mm (see the Makefile)"
+#endif
+
+/* ======== Q8_0 / Q4_0 ======== */
+/* AArch64 SMMLA (FEAT_I8MM) GEMM for Q8_0 / Q4_0 x Q8_0: 4 weight rows x 4 tokens per register
+ * tile, as four 2x2 SMMLA sub-tiles (each vmmlaq_s32 is a 2x8 by 8x2 int8 product, 32 MACs).
+ * Decode (1 token) and token leftovers go to the SDOT kernels.
+ *
+ * Exactness: each 2x2 result lane is the exact integer block dot of one (row, token) pair;
+ * the float part is the scalar reference's, lane by lane (no FMA), so results are bit-identical
+ * to the scalar reference and to the dotprod kernels. Lanes of a sub-tile: (r0,t0), (r0,t1),
+ * (r1,t0), (r1,t1). */
+#include "matmul/arm/b32_tmpl.h"
+
+/* a block pair as SMMLA operands: m[j] = (row0 k 8j..8j+7 | row1 k 8j..8j+7), j = 0..3 */
+typedef struct {
+    int8x16_t m[4];
+} mm_pair;
+
+KZ_INL mm_pair mm_zip(arm_blk x0, arm_blk x1) {
+    mm_pair p;
+    const int64x2_t l0 = vreinterpretq_s64_s8(x0.lo), l1 = vreinterpretq_s64_s8(x1.lo);
+    const int64x2_t h0 = vreinterpretq_s64_s8(x0.hi), h1 = vreinterpretq_s64_s8(x1.hi);
+    p.m[0] = vreinterpretq_s8_s64(vzip1q_s64(l0, l1));
+    p.m[1] = vreinterpretq_s8_s64(vzip2q_s64(l0, l1));
+    p.m[2] = vreinterpretq_s8_s64(vzip1q_s64(h0, h1));
+    p.m[3] = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
+    return p;
+}
+
+KZ_INL int32x4_t mm_dot(mm_pair w, mm_pair a) {
+    int32x4_t s = vmmlaq_s32(vdupq_n_s32(0), w.m[0], a.m[0]);
+    s = vmmlaq_s32(s, w.m[1], a.m[1]);
+    s = vmmlaq_s32(s, w.m[2], a.m[2]);
+    return vmmlaq_s32(s, w.m[3], a.m[3]);
+}
+
+/* acc[2 * rp + tp]: rows 2rp, 2rp+1 x tokens 2tp, 2tp+1 */
+KZ_INL void tile4x4_i8mm(const int q4, int64_t nb, const uint8_t *const w[4], const uint8_t *const a[4],
+                         float32x4_t acc[4]) {
+    const size_t wbs = q4 ? 18 : 34;
+    float32x4_t c[4];
+    for (int i = 0; i < 4; i++) c[i] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t o = (size_t)b * wbs, oa = (size_t)b * 34;
+        const mm_pair w01 = mm_zip(arm_wload(q4, w[0] + o), arm_wload(q4, w[1] + o));
+        const mm_pair w23 = mm_zip(arm_wload(q4, w[2] + o), arm_wload(q4, w[3] + o));
+        const mm_pair a01 = mm_zip(arm_aload(a[0] + oa), arm_aload(a[1] + oa));
+        const mm_pair a23 = mm_zip(arm_aload(a[2] + oa), arm_aload(a[3] + oa));
+        const float32x4_t dw = arm_d4(w[0] + o, w[1] + o, w[2] + o, w[3] + o);
+        const float32x4_t da = arm_d4(a[0] + oa, a[1] + oa, a[2] + oa, a[3] + oa);
+        /* scale lanes (r, t) in sub-tile order: dw = [r0 r0 r1 r1], da = [t0 t1 t0 t1] */
+        const float32x4_t dw01 = vzip1q_f32(dw, dw), dw23 = vzip2q_f32(dw, dw);
+        const float32x4_t da01 = vcombine_f32(vget_low_f32(da), vget_low_f32(da));
+        const float32x4_t da23 = vcombine_f32(vget_high_f32(da), vget_high_f32(da));
+        const int32x4_t s0 = mm_dot(w01, a01), s1 = mm_dot(w01, a23), s2 = mm_dot(w23, a01), s3 = mm_dot(w23, a23);
+        c[0] = vaddq_f32(c[0], vmulq_f32(vcvtq_f32_s32(s0), vmulq_f32(dw01, da01)));
+        c[1] = vaddq_f32(c[1], vmulq_f32(vcvtq_f32_s32(s1), vmulq_f32(dw01, da23)));
+        c[2] = vaddq_f32(c[2], vmulq_f32(vcvtq_f32_s32(s2), vmulq_f32(dw23, da01)));
+        c[3] = vaddq_f32(c[3], vmulq_f32(vcvtq_f32_s32(s3), vmulq_f32(dw23, da23)));
+    }
+    for (int i = 0; i < 4; i++) acc[i] = c[i];
+}
+
+KZ_INL void gemm_i8mm(const int q4, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
+                      int64_t nt, float *y, int64_t ldy) {
+    const int64_t nb = n / 32, nt4 = nt - nt % 4;
+    for (int64_t r0 = 0; r0 < nr && nt4 > 0; r0 += 4) {
+        const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
+        const uint8_t *wp[4];
+        for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws;
+        for (int64_t t0 = 0; t0 < nt4; t0 += 4) {
+            const uint8_t *ap[4];
+            for (int t = 0; t < 4; t++) ap[t] = a + (size_t)(t0 + t) * as;
+            float32x4_t acc[4];
+            tile4x4_i8mm(q4, nb, wp, ap, acc);
+            float out[16];
+            for (int i = 0; i < 4; i++) vst1q_f32(out + 4 * i, acc[i]);
+            for (int rp = 0; rp < 2; rp++)
+                for (int tp = 0; tp < 2; tp++)
+                    for (int i = 0; i < 4; i++) {
+                        const int r = 2 * rp + (i >> 1), t = 2 * tp + (i & 1);
+                        if (r < nv) y[(t0 + t) * ldy + r0 + r] = out[4 * (2 * rp + tp) + i];
+                    }
+        }
+    }
+    if (nt4 < nt) {
+        if (q4) kz_dotprod_gemm_q4_0(n, w, ws, nr, a + (size_t)nt4 * as, as, nt - nt4, y + nt4 * ldy, ldy);
+        else kz_dotprod_gemm_q8_0(n, w, ws, nr, a + (size_t)nt4 * as, as, nt - nt4, y + nt4 * ldy, ldy);
+    }
+}
+
+void kz_i8mm_gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt,
+                       float *y, int64_t ldy) {
+    gemm_i8mm(0, n, w, ws, nr, a, as, nt, y, ldy);
+}
+void kz_i8mm_gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt,
+                       float *y, int64_t ldy) {
+    gemm_i8mm(1, n, w, ws, nr, a, as, nt, y, ldy);
+}
+
+/* ======== Q4_1 / Q5_0 / Q5_1 / IQ4_NL ======== */
+/* AArch64 SMMLA (FEAT_I8MM) gemm for Q4_1 / Q5_0 / Q5_1 / IQ4_NL: tiles of 2 weight rows x 2
+ * tokens, 4 SMMLA per 32-element block give the four exact int32 block dots at once; each
+ * (row, token) then takes the scalar reference's float step (arm/b32_legacy_tmpl.h), so every
+ * element equals the dotprod / scalar vec_dot bit for bit. Odd rows / tokens use the dotprod
+ * decode + dot. */
+#define LA(name) legacy_##name##_i8mm
+#define LA_SDOT 1
+#define LA_NO_EXPORT 1
+#include "matmul/arm/b32_legacy_tmpl.h"
+
+/* the 8-element chunk c (0..3) of two decoded blocks as one 2x8 SMMLA operand */
+static inline int8x16_t pair8(LA(wblk) a, LA(wblk) b, int c) {
+    const int8x16_t x = c < 2 ? a.lo : a.hi, y = c < 2 ? b.lo : b.hi;
+    const int64x2_t xs = vreinterpretq_s64_s8(x), ys = vreinterpretq_s64_s8(y);
+    return vreinterpretq_s8_s64((c & 1) ? vzip2q_s64(xs, ys) : vzip1q_s64(xs, ys));
+}
+
+static inline __attribute__((always_inline)) void gemm_smmla(const int ty, int64_t n, const uint8_t *w, size_t ws,
+                                                            int64_t nr, const uint8_t *a, size_t as, int64_t nt,
+                                                            float *y, int64_t ldy) {
+    const int64_t nb = n / 32, nr2 = nr - nr % 2, nt2 = nt - nt % 2;
+    for (int64_t r = 0; r < nr2; r += 2) {
+        const uint8_t *w0 = w + (size_t)r * ws, *w1 = w0 + ws;
+        for (int64_t t = 0; t < nt2; t += 2) {
+            const uint8_t *a0 = a + (size_t)t * as, *a1 = a0 + as;
+            float s00 = 0.0f, s01 = 0.0f, s10 = 0.0f, s11 = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const size_t ow = (size_t)b * LT_WB(ty), oa = (size_t)b * LT_AB(ty);
+                const LA(wblk) d0 = LA(decode)(ty, w0 + ow), d1 = LA(decode)(ty, w1 + ow);
+                const int8_t *q0 = (const int8_t *)(a0 + oa + LT_AQ(ty)), *q1 = (const int8_t *)(a1 + oa + LT_AQ(ty));
+                int32x4_t acc = vdupq_n_s32(0); /* lanes: r0t0, r0t1, r1t0, r1t1 */
+                for (int c = 0; c < 4; c++)
+                    acc = vmmlaq_s32(acc, pair8(d0, d1, c), vcombine_s8(vld1_s8(q0 + 8 * c), vld1_s8(q1 + 8 * c)));
+                s00 = LA(step)(ty, s00, vgetq_lane_s32(acc, 0), w0 + ow, a0 + oa);
+                s01 = LA(step)(ty, s01, vgetq_lane_s32(acc, 1), w0 + ow, a1 + oa);
+                s10 = LA(step)(ty, s10, vgetq_lane_s32(acc, 2), w1 + ow, a0 + oa);
+                s11 = LA(step)(ty, s11, vgetq_lane_s32(acc, 3), w1 + ow, a1 + oa);
+            }
+            y[t * ldy + r] = s00;
+            y[(t + 1) * ldy + r] = s01;
+            y[t * ldy + r + 1] = s10;
+            y[(t + 1) * ldy + r + 1] = s11;
+        }
+    }
+    /* leftovers: the last row (all tokens) and the last token (even rows) */
+    if (nr2 < nr) LA(gemm)(ty, n, w + (size_t)nr2 * ws, ws, 1, a, as, nt, y + nr2, ldy);
+    if (nt2 < nt && nr2 > 0) LA(gemm)(ty, n, w, ws, nr2, a + (size_t)nt2 * as, as, 1, y + nt2 * ldy, ldy);
+}
+
+#define I8_DEF(t, ty)                                                                                         \
+    void kz_i8mm_gemm_##t(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, \
+                          float *y, int64_t ldy) {                                                           \
+        gemm_smmla(ty, n, w, ws, nr, a, as, nt, y, ldy);                                                      \
+    }
+I8_DEF(q4_1, 0)
+I8_DEF(q5_0, 1)
+I8_DEF(q5_1, 2)
+I8_DEF(iq4_nl, 3)
+
+/* ======== Q4_K / Q5_K / Q6_K ======== */
+/* AArch64 SMMLA (FEAT_I8MM) GEMM for Q4_K / Q5_K / Q6_K x Q8_K: 2 weight rows x 2 tokens per
+ * tile; per super-block both rows are decoded to int8 codes (element order; Q6_K as q - 32),
+ * each SMMLA adds the 2x2 dots of 8 elements, sub-block (Q4_K/Q5_K: 32, Q6_K: 16) results are
+ * scaled in int32 with the rows' scales, then the float chain of kernels.h per pair. Integer
+ * sums are exact, so every element equals the scalar reference (and the dotprod vec_dot, used
+ * for the GEMV and leftovers) bit for bit. */
+/* int8 codes of one super-block in element order: Q4_K/Q5_K unsigned 0..31, Q6_K q - 32 */
+static inline void decode_q45(const int q5, const uint8_t *x, int8_t *q) {
+    const uint8_t *qs = x + (q5 ? 48 : 16);
+    const uint8x16_t m4 = vdupq_n_u8(15), one = vdupq_n_u8(1);
+    const uint8x16_t h0 = q5 ? vld1q_u8(x + 16) : vdupq_n_u8(0), h1 = q5 ? vld1q_u8(x + 32) : vdupq_n_u8(0);
+    for (int c = 0; c < 4; c++) {
+        const uint8x16_t v0 = vld1q_u8(qs + 32 * c), v1 = vld1q_u8(qs + 32 * c + 16);
+        uint8x16_t l0 = vandq_u8(v0, m4), l1 = vandq_u8(v1, m4), u0 = vshrq_n_u8(v0, 4), u1 = vshrq_n_u8(v1, 4);
+        if (q5) {
+            const int8x16_t s0 = vdupq_n_s8((int8_t)(-2 * c)), s1 = vdupq_n_s8((int8_t)(-2 * c - 1));
+            l0 = vorrq_u8(l0, vshlq_n_u8(vandq_u8(vshlq_u8(h0, s0), one), 4));
+            l1 = vorrq_u8(l1, vshlq_n_u8(vandq_u8(vshlq_u8(h1, s0), one), 4));
+            u0 = vorrq_u8(u0, vshlq_n_u8(vandq_u8(vshlq_u8(h0, s1), one), 4));
+            u1 = vorrq_u8(u1, vshlq_n_u8(vandq_u8(vshlq_u8(h1, s1), one), 4));
+        }
+        vst1q_s8(q + 64 * c, vreinterpretq_s8_u8(l0));
+        vst1q_s8(q + 64 * c + 16, vreinterpretq_s8_u8(l1));
+        vst1q_s8(q + 64 * c + 32, vreinterpretq_s8_u8(u0));
+        vst1q_s8(q + 64 * c + 48, vreinterpretq_s8_u8(u1));
+    }
+}
+
+static inline void decode_q6(const uint8_t *x, int8_t *q) {
+    const uint8_t *ql = x, *qh = x + 128;
+    const uint8x16_t m4 = vdupq_n_u8(15), m3 = vdupq_n_u8(3);
+    const int8x16_t k32 = vdupq_n_s8(32);
+    for (int c = 0; c < 2; c++)
+        for (int hl = 0; hl < 2; hl++) {
+            const uint8x16_t l0 = vld1q_u8(ql + 64 * c + 16 * hl), l1 = vld1q_u8(ql + 64 * c + 32 + 16 * hl);
+            const uint8x16_t h = vld1q_u8(qh + 32 * c + 16 * hl);
+            const uint8x16_t u0 = vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h, m3), 4));
+            const uint8x16_t u1 = vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m3), 4));
+            const uint8x16_t u2 = vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4));
+            const uint8x16_t u3 = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4));
+            int8_t *o = q + 128 * c + 16 * hl;
+            vst1q_s8(o, vsubq_s8(vreinterpretq_s8_u8(u0), k32));
+            vst1q_s8(o + 32, vsubq_s8(vreinterpretq_s8_u8(u1), k32));
+            vst1q_s8(o + 64, vsubq_s8(vreinterpretq_s8_u8(u2), k32));
+            vst1q_s8(o + 96, vsubq_s8(vreinterpretq_s8_u8(u3), k32));
+        }
+}
+
+/* 2x2 int32 dots {r0.t0, r0.t1, r1.t0, r1.t1} of len (multiple of 16) int8 elements */
+static inline int32x4_t mm2x2(const int8_t *w0, const int8_t *w1, const int8_t *a0, const int8_t *a1, int len) {
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int i = 0; i < len; i += 16) {
+        const int64x2_t x0 = vreinterpretq_s64_s8(vld1q_s8(w0 + i)), x1 = vreinterpretq_s64_s8(vld1q_s8(w1 + i));
+        const int64x2_t y0 = vreinterpretq_s64_s8(vld1q_s8(a0 + i)), y1 = vreinterpretq_s64_s8(vld1q_s8(a1 + i));
+        acc = vmmlaq_s32(acc, vreinterpretq_s8_s64(vzip1q_s64(x0, x1)), vreinterpretq_s8_s64(vzip1q_s64(y0, y1)));
+        acc = vmmlaq_s32(acc, vreinterpretq_s8_s64(vzip2q_s64(x0, x1)), vreinterpretq_s8_s64(vzip2q_s64(y0, y1)));
+    }
+    return acc;
+}
+
+/* one 2x2 tile over nb super-blocks; out[t * 2 + r] */
+static void tile2x2(const int t, int64_t nb, const uint8_t *const w[2], const uint8_t *const a[2], float out[4]) {
+    const size_t wbs = t == 6 ? KZK_Q6_BYTES : t == 5 ? KZK_Q5_BYTES : KZK_Q4_BYTES;
+    float s[4] = { 0.0f, 0.0f, 0.0f, 0.0f }; /* pair p = r * 2 + tok, the SMMLA lane order */
+    int8_t q[2][KZK_QK];
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *x[2] = { w[0] + (size_t)b * wbs, w[1] + (size_t)b * wbs };
+        const uint8_t *ab[2] = { a[0] + (size_t)b * KZK_A_BYTES, a[1] + (size_t)b * KZK_A_BYTES };
+        const int8_t *a8[2] = { (const int8_t *)(ab[0] + 4), (const int8_t *)(ab[1] + 4) };
+        int32x4_t vi = vdupq_n_s32(0);
+        if (t == 6) {
+            decode_q6(x[0], q[0]);
+            decode_q6(x[1], q[1]);
+            const int8_t *sc0 = (const int8_t *)(x[0] + 192), *sc1 = (const int8_t *)(x[1] + 192);
+            for (int g = 0; g < 16; g++) {
+                const int32x4_t p = mm2x2(q[0] + 16 * g, q[1] + 16 * g, a8[0] + 16 * g, a8[1] + 16 * g, 16);
+                const int32_t sv[4] = { sc0[g], sc0[g], sc1[g], sc1[g] };
+                vi = vmlaq_s32(vi, p, vld1q_s32(sv));
+            }
+            int32_t si[4];
+            vst1q_s32(si, vi);
+            for (int r = 0; r < 2; r++) {
+                const float d = kz_fp16_to_f32(kzk_rd16(x[r] + 208));
+                for (int k = 0; k < 2; k++) s[r * 2 + k] = kzk_fin_q6(s[r * 2 + k], kzk_act_d(ab[k]), d, si[r * 2 + k]);
+            }
+        } else {
+            uint8_t sc[2][8], m[2][8];
+            for (int r = 0; r < 2; r++) {
+                decode_q45(t == 5, x[r], q[r]);
+                kzk_scales_mins(x[r] + 4, sc[r], m[r]);
+            }
+            for (int j = 0; j < 8; j++) {
+                const int32x4_t p = mm2x2(q[0] + 32 * j, q[1] + 32 * j, a8[0] + 32 * j, a8[1] + 32 * j, 32);
+                const int32_t sv[4] = { sc[0][j], sc[0][j], sc[1][j], sc[1][j] };
+                vi = vmlaq_s32(vi, p, vld1q_s32(sv));
+            }
+            int32_t si[4];
+            vst1q_s32(si, vi);
+            int16_t bs[2][16];
+            memcpy(bs[0], ab[0] + 260, 32);
+            memcpy(bs[1], ab[1] + 260, 32);
+            for (int r = 0; r < 2; r++) {
+                const float d = kz_fp16_to_f32(kzk_rd16(x[r])), dmin = kz_fp16_to_f32(kzk_rd16(x[r] + 2));
+                for (int k = 0; k < 2; k++) {
+                    int32_t summ = 0;
+                    for (int j = 0; j < 8; j++) summ += m[r][j] * (bs[k][2 * j] + bs[k][2 * j + 1]);
+                    s[r * 2 + k] = kzk_fin_q45(s[r * 2 + k], kzk_act_d(ab[k]), d, dmin, si[r * 2 + k], summ);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 2; k++) out[k * 2 + r] = s[r * 2 + k];
+}
+
+typedef float (*dot_fn)(const void *, const void *, int64_t);
+
+static void gemm(const int t, dot_fn dot, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
+                 size_t as, int64_t nt, float *y, int64_t ldy) {
+    const int64_t nb = n / KZK_QK;
+    const int64_t nr2 = nt >= 2 ? nr - nr % 2 : 0, nt2 = nt - nt % 2;
+    for (int64_t r = 0; r < nr2; r += 2) {
+        const uint8_t *wp[2] = { w + (size_t)r * ws, w + (size_t)(r + 1) * ws };
+        for (int64_t k = 0; k < nt2; k += 2) {
+            const uint8_t *ap[2] = { a + (size_t)k * as, a + (size_t)(k + 1) * as };
+            float out[4];
+            tile2x2(t, nb, wp, ap, out);
+            y[k * ldy + r] = out[0];
+            y[k * ldy + r + 1] = out[1];
+            y[(k + 1) * ldy + r] = out[2];
+            y[(k + 1) * ldy + r + 1] = out[3];
+        }
+    }
+    /* leftovers: the odd last token for the tiled rows, every token for the other rows */
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t k = r < nr2 ? nt2 : 0; k < nt; k++) y[k * ldy + r] = dot(w + (size_t)r * ws, a + (size_t)k * as, n);
+}
+
+void kz_i8mm_gemm_q4_K(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
+                       int64_t ldy) {
+    gemm(4, kz_dotprod_dot_q4_K, n, w, ws, nr, a, as, nt, y, ldy);
+}
+void kz_i8mm_gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
+                       int64_t ldy) {
+    gemm(5, kz_dotprod_dot_q5_K, n, w, ws, nr, a, as, nt, y, ldy);
+}
+void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
+                       int64_t ldy) {
+    gemm(6, kz_dotprod_dot_q6_K, n, w, ws, nr, a, as, nt, y, ldy);
+}
+
+/* GCC's pre-RA scheduler hoists all 16 nibble decodes of a block ahead of the dots and then
+ * spills the accumulators every block (GCC 12, objdump of the tile loops); without it the
+ * loops stay in registers. Out-of-order cores reorder on their own. From here to the end of
+ * the file only: the q4_0_16x4 kernels. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
+
+/* ======== Q4_0 in the q4_0_16x4 layout ======== */
+/* AArch64 SMMLA (FEAT_I8MM) prefill over the 16-row packed Q4_0 layout (kz_repack_q4_0_16x4), the
+ * packed kernel of the i8mm level; decode (1 token) is the SDOT one (arm/dotprod.c).
+ * Register tile 8 rows x 4 tokens as 4 row pairs x 2 token pairs, each a 2x2 SMMLA result
+ * (lanes (r0,t0) (r0,t1) (r1,t0) (r1,t1)). Operands come straight from the packed dwords:
+ * vzip1q_u32 / vzip2q_u32 of the 4-row registers of dwords j and j+1 (j = 0, 2) give rows
+ * (0,1) / (2,3) x 8 consecutive bytes, i.e. after the nibble split 2 rows x 8 consecutive
+ * elements (4j..4j+7 low, 16+4j.. high); the activations' matching operand is a 64-bit zip of
+ * two tokens' 8-byte runs. Unsigned nibbles with the -8 * sum(a) correction as
+ * the accumulators' start, float part per lane as the reference (arm/q4_0_16x4_tmpl.h), so every
+ * output equals the scalar vec_dot bit for bit. */
+#include "matmul/arm/q4_0_16x4_tmpl.h"
+
+/* one row pair: w (2 rows x bytes 8jp.. of dwords (0,1) / (2,3)) split into the 4 operands
+ * of elements 0..7, 8..15, 16..23, 24..31; dwp2 its scales (r0 r0 r1 r1); ce / co the
+ * accumulators of token pairs 0 / 1 */
+#define MM_PAIR(z0, z1, dwp2, ce, co)                                                             \
+    do {                                                                                          \
+        const int8x16_t w0 = vreinterpretq_s8_u8(vandq_u8(z0, m)), w1 = vreinterpretq_s8_u8(vandq_u8(z1, m)); \
+        const int8x16_t w2 = vreinterpretq_s8_u8(vshrq_n_u8(z0, 4)), w3 = vreinterpretq_s8_u8(vshrq_n_u8(z1, 4)); \
+        int32x4_t s0 = vmmlaq_s32(c01, w0, x[0][0]), s1 = vmmlaq_s32(c23, w0, x[1][0]);           \
+        s0 = vmmlaq_s32(s0, w1, x[0][1]);                                                         \
+        s1 = vmmlaq_s32(s1, w1, x[1][1]);                                                         \
+        s0 = vmmlaq_s32(s0, w2, x[0][2]);                                                         \
+        s1 = vmmlaq_s32(s1, w2, x[1][2]);                                                         \
+        s0 = vmmlaq_s32(s0, w3, x[0][3]);                                                         \
+        s1 = vmmlaq_s32(s1, w3, x[1][3]);                                                         \
+        ce = vaddq_f32(ce, vmulq_f32(vcvtq_f32_s32(s0), vmulq_f32(dwp2, da01)));                  \
+        co = vaddq_f32(co, vmulq_f32(vcvtq_f32_s32(s1), vmulq_f32(dwp2, da23)));                  \
+    } while (0)
+
+/* rows 4k..4k+3 of the half group (k a literal): row pairs 2k (zip1 of the dwords) and 2k+1
+ * (zip2), accumulators c_a, c_b (pair 2k) and c_c, c_d (pair 2k+1) */
+#define MM_QUARTER(k, c_a, c_b, c_c, c_d)                                                         \
+    do {                                                                                          \
+        const uint32x4_t q0 = vreinterpretq_u32_u8(vld1q_u8(p + 16 * (k)));                       \
+        const uint32x4_t q1 = vreinterpretq_u32_u8(vld1q_u8(p + 64 + 16 * (k)));                  \
+        const uint32x4_t q2 = vreinterpretq_u32_u8(vld1q_u8(p + 128 + 16 * (k)));                 \
+        const uint32x4_t q3 = vreinterpretq_u32_u8(vld1q_u8(p + 192 + 16 * (k)));                 \
+        MM_PAIR(vreinterpretq_u8_u32(vzip1q_u32(q0, q1)), vreinterpretq_u8_u32(vzip1q_u32(q2, q3)), \
+                vzip1q_f32(dwq[k], dwq[k]), c_a, c_b);                                            \
+        MM_PAIR(vreinterpretq_u8_u32(vzip2q_u32(q0, q1)), vreinterpretq_u8_u32(vzip2q_u32(q2, q3)), \
+                vzip2q_f32(dwq[k], dwq[k]), c_c, c_d);                                            \
+    } while (0)
+
+/* 8 rows (p: the block's half group) x 4 tokens over nbc blocks; acc[2 rp + tp] = rows 2rp,
+ * 2rp+1 x tokens 2tp, 2tp+1 (SMMLA lane order). corr/dact: [b * Q16X4_TG + t] from the tile's
+ * first token. */
+static __attribute__((noinline)) void mm_tile8x4(int nbc, const uint8_t *p, const uint8_t *dwp, const uint8_t *const ap[4],
+                       const int32_t *corr, const float *dact, float32x4_t acc[8]) {
+    const uint8x16_t m = vdupq_n_u8(15);
+    /* accumulators as locals (an array reached through the pointer is kept in memory) */
+    float32x4_t c0 = acc[0], c1 = acc[1], c2 = acc[2], c3 = acc[3], c4 = acc[4], c5 = acc[5], c6 = acc[6], c7 = acc[7];
+    for (int b = 0; b < nbc; b++, p += Q16X4_BB, dwp += Q16X4_BB) {
+        /* activation operands x[tp][c]: tokens 2tp, 2tp+1 x elements 8c..8c+7 */
+        int8x16_t x[2][4];
+        KZ_UNROLL(2)
+        for (int tp = 0; tp < 2; tp++) {
+            const uint8_t *a0 = ap[2 * tp] + (size_t)b * 34, *a1 = ap[2 * tp + 1] + (size_t)b * 34;
+            const int64x2_t l0 = vreinterpretq_s64_s8(vld1q_s8((const int8_t *)(a0 + 2)));
+            const int64x2_t l1 = vreinterpretq_s64_s8(vld1q_s8((const int8_t *)(a1 + 2)));
+            const int64x2_t h0 = vreinterpretq_s64_s8(vld1q_s8((const int8_t *)(a0 + 18)));
+            const int64x2_t h1 = vreinterpretq_s64_s8(vld1q_s8((const int8_t *)(a1 + 18)));
+            x[tp][0] = vreinterpretq_s8_s64(vzip1q_s64(l0, l1));
+            x[tp][1] = vreinterpretq_s8_s64(vzip2q_s64(l0, l1));
+            x[tp][2] = vreinterpretq_s8_s64(vzip1q_s64(h0, h1));
+            x[tp][3] = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
+        }
+        const int32x4_t cv = vld1q_s32(corr + b * Q16X4_TG);
+        const int32x4_t c01 = vcombine_s32(vget_low_s32(cv), vget_low_s32(cv));
+        const int32x4_t c23 = vcombine_s32(vget_high_s32(cv), vget_high_s32(cv));
+        const float32x4_t da = vld1q_f32(dact + b * Q16X4_TG);
+        const float32x4_t da01 = vcombine_f32(vget_low_f32(da), vget_low_f32(da));
+        const float32x4_t da23 = vcombine_f32(vget_high_f32(da), vget_high_f32(da));
+        const float16x8_t hw = vreinterpretq_f16_u8(vld1q_u8(dwp));
+        const float32x4_t dwq[2] = { vcvt_f32_f16(vget_low_f16(hw)), vcvt_high_f32_f16(hw) };
+        MM_QUARTER(0, c0, c1, c2, c3);
+        MM_QUARTER(1, c4, c5, c6, c7);
+    }
+    acc[0] = c0;
+    acc[1] = c1;
+    acc[2] = c2;
+    acc[3] = c3;
+    acc[4] = c4;
+    acc[5] = c5;
+    acc[6] = c6;
+    acc[7] = c7;
+}
+
+/* one tile for q16x4_prefill: the SMMLA accumulators hold 2 rows x 2 tokens each, so the partial
+ * sums are regrouped with zips when read from y and unzipped into per-token rows when written */
+static void mm_tile(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4], const int32_t *corr,
+                    const float *dact, float *const yp[4], int tv, int resume) {
+    float32x4_t acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = vdupq_n_f32(0.0f);
+    if (resume) /* rows 4k.. of tokens 2tp, 2tp+1 -> row pairs 2k, 2k+1 of token pair tp */
+        for (int k = 0; k < 2; k++)
+            for (int tp = 0; tp < 2; tp++) {
+                const float32x4_t u = vld1q_f32(yp[2 * tp] + 4 * k), v = vld1q_f32(yp[2 * tp + 1] + 4 * k);
+                acc[2 * (2 * k) + tp] = vzip1q_f32(u, v);
+                acc[2 * (2 * k + 1) + tp] = vzip2q_f32(u, v);
+            }
+    mm_tile8x4(nbc, w, dw, ap, corr, dact, acc);
+    for (int k = 0; k < 2; k++)
+        for (int tp = 0; tp < 2; tp++) {
+            const float32x4_t e = acc[2 * (2 * k) + tp], o = acc[2 * (2 * k + 1) + tp];
+            if (2 * tp < tv) vst1q_f32(yp[2 * tp] + 4 * k, vuzp1q_f32(e, o));
+            if (2 * tp + 1 < tv) vst1q_f32(yp[2 * tp + 1] + 4 * k, vuzp2q_f32(e, o));
+        }
+}
+
+void kz_i8mm_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
+                           int64_t ldy) {
+    if (nt >= 2) {
+        q16x4_prefill(n, pk, nr, a, as, nt, y, ldy, mm_tile); /* the SDOT kernel's loop, SMMLA tiles */
+        return;
+    }
+    kz_dotprod_gemm_q4_0_16x4(n, pk, nr, a, as, nt, y, ldy); /* decode: lane = row SDOT GEMV */
+}
+
+#else
+typedef int kz_matmul_arm_i8mm_unused; /* not AArch64: nothing to build */
+#endif
