@@ -70,7 +70,7 @@ static void test_greedy(void) {
     /* NaN never wins */
     l[100] = NAN;
     CHECK(kz_sampler_sample(s, l, NULL, 0) == 200);
-    /* the caller's argmax (the LM head's, kz_matmul_argmax) is taken as given without penalties,
+    /* the caller's argmax (the LM head's, kz_mm.argmax) is taken as given without penalties,
      * -1 or out of range means none */
     CHECK(kz_sampler_sample_hint(s, l, NULL, 0, 200) == 200);
     CHECK(kz_sampler_sample_hint(s, l, NULL, 0, -1) == 200);
