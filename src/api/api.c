@@ -42,6 +42,7 @@
 #include "sys/cpu.h"
 #include "sys/log.h"
 #include "sys/clock.h"
+#include "sys/err.h"
 
 struct kz_context {
     kz_model *m;
@@ -135,39 +136,31 @@ static kz_sampler_params sampler_params(const kz_context_params *p) {
     return s;
 }
 
-static void errw(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static const char *kv_name(kz_kv_type t) { return t == KZ_KV_F32 ? "f32" : t == KZ_KV_F16 ? "f16" : "q8_0"; }
 
 /* kz_context_new's work; *st says why it failed (every early return sets err and st) */
 static kz_context *context_new(kz_model *m, const kz_context_params *pp, kz_status *st, char *err,
                                size_t errlen) {
     *st = KZ_ERR_INVALID_ARG;
-    if (!m) { errw(err, errlen, "kz_context_new: model is NULL"); return NULL; }
+    if (!m) { kz_seterr(err, errlen, "kz_context_new: model is NULL"); return NULL; }
     kz_context_params p = pp ? *pp : kz_context_default_params();
-    if (p.n_ctx < 0) { errw(err, errlen, "n_ctx must be >= 0 (got %d)", p.n_ctx); return NULL; }
-    if (p.n_batch < 0) { errw(err, errlen, "n_batch must be >= 0 (got %d)", p.n_batch); return NULL; }
-    if (p.n_threads < 0) { errw(err, errlen, "n_threads must be >= 0 (got %d)", p.n_threads); return NULL; }
+    if (p.n_ctx < 0) { kz_seterr(err, errlen, "n_ctx must be >= 0 (got %d)", p.n_ctx); return NULL; }
+    if (p.n_batch < 0) { kz_seterr(err, errlen, "n_batch must be >= 0 (got %d)", p.n_batch); return NULL; }
+    if (p.n_threads < 0) { kz_seterr(err, errlen, "n_threads must be >= 0 (got %d)", p.n_threads); return NULL; }
     if (p.kv_type != KZ_KV_F32 && p.kv_type != KZ_KV_F16 && p.kv_type != KZ_KV_Q8_0) {
-        errw(err, errlen, "unknown kv_type %d (use KZ_KV_F32, KZ_KV_F16 or KZ_KV_Q8_0)", (int)p.kv_type);
+        kz_seterr(err, errlen, "unknown kv_type %d (use KZ_KV_F32, KZ_KV_F16 or KZ_KV_Q8_0)", (int)p.kv_type);
         return NULL;
     }
     if (isnan(p.temperature) || isnan(p.top_p) || isnan(p.min_p) || isnan(p.repeat_penalty) ||
         isnan(p.presence_penalty) || isnan(p.frequency_penalty)) {
-        errw(err, errlen, "sampling parameters must not be NaN");
+        kz_seterr(err, errlen, "sampling parameters must not be NaN");
         return NULL;
     }
     if (p.repeat_penalty <= 0.0f) {
-        errw(err, errlen, "repeat_penalty must be > 0 (1 = off), got %g", (double)p.repeat_penalty);
+        kz_seterr(err, errlen, "repeat_penalty must be > 0 (1 = off), got %g", (double)p.repeat_penalty);
         return NULL;
     }
-    if (p.repeat_last_n < 0) { errw(err, errlen, "repeat_last_n must be >= 0 (0 = whole context)"); return NULL; }
+    if (p.repeat_last_n < 0) { kz_seterr(err, errlen, "repeat_last_n must be >= 0 (0 = whole context)"); return NULL; }
 
     int n_train = kz_model_n_ctx_train(m);
     int n_ctx = p.n_ctx;
@@ -176,17 +169,17 @@ static kz_context *context_new(kz_model *m, const kz_context_params *pp, kz_stat
     if (n_batch > n_ctx) n_batch = n_ctx;
     int n_threads = p.n_threads ? p.n_threads : m->n_threads;
     int n_vocab = kz_model_n_vocab(m);
-    if (n_vocab < 1) { errw(err, errlen, "model has an empty vocabulary"); return NULL; }
+    if (n_vocab < 1) { kz_seterr(err, errlen, "model has an empty vocabulary"); return NULL; }
     /* the token history is n_ctx int32s: on 32-bit systems n_ctx * 4 can wrap size_t */
     if ((uint64_t)n_ctx * sizeof(int32_t) > SIZE_MAX / 2) {
-        errw(err, errlen, "n_ctx %d is too large for this system's address space", n_ctx);
+        kz_seterr(err, errlen, "n_ctx %d is too large for this system's address space", n_ctx);
         *st = KZ_ERR_NOMEM;
         return NULL;
     }
 
     *st = KZ_ERR_NOMEM;
     kz_context *c = calloc(1, sizeof *c);
-    if (!c) { errw(err, errlen, "out of memory allocating the context"); return NULL; }
+    if (!c) { kz_seterr(err, errlen, "out of memory allocating the context"); return NULL; }
     c->m = m;
     c->p = p;
     c->logits_argmax = -1;
@@ -200,7 +193,7 @@ static kz_context *context_new(kz_model *m, const kz_context_params *pp, kz_stat
     char e[512] = "";
     c->seq = kz_seq_new(m, n_ctx, n_batch, n_threads, p.kv_type, e, sizeof e);
     if (!c->seq) {
-        errw(err, errlen, "%s", e);
+        kz_seterr(err, errlen, "%s", e);
         *st = kz_status_from_message(e, KZ_ERR_INVALID_ARG);
         kz_context_free(c);
         return NULL;
@@ -212,7 +205,7 @@ static kz_context *context_new(kz_model *m, const kz_context_params *pp, kz_stat
     c->piece_cap = 256;
     c->piece = malloc(c->piece_cap);
     if (!c->smp || !c->hist || !c->logits || !c->piece) {
-        errw(err, errlen, "out of memory allocating the context (n_ctx %d, vocab %d)", n_ctx, n_vocab);
+        kz_seterr(err, errlen, "out of memory allocating the context (n_ctx %d, vocab %d)", n_ctx, n_vocab);
         kz_context_free(c);
         return NULL;
     }
