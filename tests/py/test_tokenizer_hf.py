@@ -4,7 +4,8 @@ The Qwen3 tokenizer.json is converted with tools/convert_tokenizer.py (the same 
 llama.cpp writes); > 1 MB of mixed text (generated deterministically below) is encoded by
 both, ids must be identical on every document, and decoding must give back the NFC text.
 A second run swaps in the Qwen3.5 pre-tokenizer regex (tokenizer.ggml.pre = "qwen35") on the
-same vocab. Code-point sweeps cover every Unicode code point for the regex classes and NFC.
+same vocab; a third uses the real Qwen3.5 tokenizer (../shared/data/qwen35-tokenizer, 248,077
+tokens: its own vocab, merges and added tokens). Code-point sweeps cover every Unicode code point for the regex classes and NFC.
 """
 import functools
 import json
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / os.environ.get("KZ_BUILD", "build")
 KAZEIA = BUILD / "kazeia"
 TOKDIR = ROOT.parent / "shared" / "data" / "qwen3-tokenizer"
+TOKDIR35 = ROOT.parent / "shared" / "data" / "qwen35-tokenizer"  # the real Qwen3.5 one (SOURCE.md)
 sys.path.insert(0, str(ROOT / "tools"))
 import convert_tokenizer  # noqa: E402
 
@@ -253,6 +255,17 @@ def qwen35(tmp_path_factory):
     return out, Tokenizer.from_file(str(d / "tokenizer.json"))
 
 
+@pytest.fixture(scope="module")
+def qwen35_real(tmp_path_factory):
+    """The real Qwen3.5 tokenizer (248,077 tokens, its own vocab, merges and regex)."""
+    d = tmp_path_factory.mktemp("tok35real")
+    out = d / "qwen35-real-vocab.gguf"
+    assert convert_tokenizer.main([str(TOKDIR35), str(out), "--pre", "qwen35"]) == 0
+    hf = Tokenizer.from_file(str(TOKDIR35 / "tokenizer.json"))
+    assert hf.get_vocab_size() == 248077
+    return out, hf
+
+
 # Documents are joined with an added token that none contains: added tokens are cut out before
 # normalisation and pre-tokenisation, so the ids of the join are the ids of the documents with
 # the separator's id between them; one engine call covers all documents.
@@ -308,6 +321,14 @@ def test_mixed_corpus_qwen3(qwen3, tmp_path):
 
 def test_mixed_corpus_qwen35(qwen35, tmp_path):
     check_docs(qwen35, gen_docs(), tmp_path)
+
+
+def test_mixed_corpus_qwen35_real(qwen35_real, tmp_path):
+    check_docs(qwen35_real, gen_docs(), tmp_path)
+
+
+def test_every_codepoint_qwen35_real(qwen35_real, tmp_path):
+    check_docs(qwen35_real, codepoint_docs(), tmp_path, roundtrip=False)
 
 
 def test_every_codepoint_qwen3(qwen3, tmp_path):
