@@ -450,3 +450,39 @@ def test_cli_errors(tmp_path):
     assert p.returncode != 0 and b"tokenizer" in p.stderr
     p = subprocess.run([str(KAZEIA), "tokenize", "-p", "x"], capture_output=True)
     assert p.returncode == 2
+
+
+def test_llamacpp_vocab_file_qwen35(tmp_path):
+    """llama.cpp's own tokenizer test for the qwen35 pre-tokenizer (models/ggml-vocab-qwen35.gguf
+    with its .inp cases and the ids llama.cpp expects in .out; the vocab is Qwen2's, see
+    SOURCE.md), read by our engine as it is. Every NFC case gives llama.cpp's ids. The cases
+    that are not NFC (decomposed accents) differ on purpose: llama.cpp does not normalise, the
+    tokenizer.json of these models prescribes NFC (HF applies it), so ours equal their NFC form's."""
+    need_binary()
+    vocab = TOKDIR35 / "ggml-vocab-qwen35.gguf"
+    cases = (TOKDIR35 / "ggml-vocab-qwen35.gguf.inp").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")
+    want = (TOKDIR35 / "ggml-vocab-qwen35.gguf.out").read_text(encoding="utf-8").split("\n")
+    if cases[-1] == "":
+        cases.pop()
+    assert len(cases) >= 40 and len(want) >= len(cases)
+
+    def enc(text, name):
+        p = tmp_path / name
+        p.write_bytes(text.encode("utf-8"))
+        return kz_encode(vocab, p)
+
+    failures, n_nfc, n_other = [], 0, 0
+    for i, text in enumerate(cases):
+        got = enc(text, f"case{i}.txt")
+        ref = [int(x) for x in want[i].split()]
+        nfc = unicodedata.normalize("NFC", text)
+        if nfc == text:
+            n_nfc += 1
+            if got != ref:
+                failures.append(f"case {i} {text[:40]!r}: llama.cpp {ref[:12]} kazeia {got[:12]}")
+        else:
+            n_other += 1
+            if got != enc(nfc, f"case{i}-nfc.txt") or got == ref:
+                failures.append(f"case {i} {text[:40]!r} (not NFC): kazeia {got[:12]}, llama.cpp {ref[:12]}")
+    assert not failures, "\n".join(failures)
+    assert n_nfc >= 40 and n_other >= 1, (n_nfc, n_other)
