@@ -10,17 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${KZ_BUILD:-build}
 
-if ! python3 -c "import llama_cpp" 2>/dev/null; then
-    echo "compare.sh: installing llama-cpp-python from PyPI (builds llama.cpp: several minutes)" >&2
-    # AMX off: see .ci/run (segfaults where the sandbox does not grant AMX tiles)
-    LC_CMAKE_ARGS=""
-    if [ "$(uname -m)" = x86_64 ]; then
-      LC_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
-      grep -q avx512_vnni /proc/cpuinfo && LC_CMAKE_ARGS="$LC_CMAKE_ARGS -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON"
-    fi
-    CMAKE_ARGS="$LC_CMAKE_ARGS" \
-      python3 -m pip install llama-cpp-python==0.3.36 >&2
-fi
+# llama-cpp-python (builds llama.cpp: several minutes the first time) and numpy, with the same
+# build options as the tests' (tests/install_deps.sh); a no-op when present
+bash tests/install_deps.sh --bench >&2
 # build first so the numbers are those of the current sources; KZ_NO_BUILD=1 uses the binaries
 # already in $BUILD (e.g. while someone's half-written file breaks the build)
 if [ "${KZ_NO_BUILD:-0}" != 1 ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Python packages the conformance tests (tests/py) need, only those missing, so it
 # returns in about a second when everything is there. Used by `make py-deps` (which `make test`
-# runs) and by .ci/run. PYTHON picks the interpreter (default python3).
+# runs) and by .ci/run; `--bench` installs only what bench/compare.sh needs (numpy and
+# llama-cpp-python). PYTHON picks the interpreter (default python3).
 #
 # llama-cpp-python builds llama.cpp from source (~15 min on 2 cores): the peer reference of the
 # tests and of bench/compare.sh. Its multimodal library (LLAVA_BUILD) is not used and is skipped.
@@ -15,6 +16,11 @@ LLAMA_CPP_PYTHON=llama-cpp-python==0.3.36
 # pip name -> module name
 PKGS=(numpy:numpy gguf:gguf tokenizers:tokenizers safetensors:safetensors pytest:pytest
       pytest-timeout:pytest_timeout transformers:transformers torch:torch)
+case "${1:-}" in
+  "") ;;
+  --bench) PKGS=(numpy:numpy) ;;
+  *) echo "usage: tests/install_deps.sh [--bench]" >&2; exit 2 ;;
+esac
 
 if ! command -v "$PY" >/dev/null; then
   echo "install_deps: $PY not found; install Python 3 (e.g. apt-get install python3 python3-pip)" >&2
@@ -74,4 +80,4 @@ if [ -n "$need" ]; then
   echo "install_deps: still missing after the install: ${need//$'\n'/ }" >&2
   exit 1
 fi
-echo "install_deps: python test packages present"
+echo "install_deps: python packages present (${PKGS[*]%%:*} llama-cpp-python)"
