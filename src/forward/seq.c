@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include "forward/internal.h"
 #include "forward/mm.h"
@@ -12,6 +11,7 @@
 #include "nn/gdn.h"
 #include "nn/ops.h"
 #include "sys/err.h"
+#include "sys/mem.h"
 
 /* a*b*c in size_t with overflow detection; returns 0 on overflow */
 static int mul3(size_t *r, size_t a, size_t b, size_t c) {
@@ -35,16 +35,11 @@ static size_t phys_mem_bytes(void) {
     return (size_t)pages * (size_t)psz;
 }
 
-/* The recurrent state is read and written whole every token: on 2 MiB pages where the kernel
- * offers them (madvise mode), its stream neither misses the TLB every 4 KiB nor restarts the
- * hardware prefetcher there. Zeroed; released with free(). */
+/* The recurrent state is read and written whole every token: on huge pages (kz_alloc_huge) its
+ * stream neither misses the TLB every 4 KiB nor restarts the hardware prefetcher there. Zeroed. */
 static void *alloc_state(size_t bytes) {
-    void *p = NULL;
-    if (posix_memalign(&p, (size_t)2 << 20, bytes)) return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, bytes, MADV_HUGEPAGE); /* advisory: ignore failure */
-#endif
-    memset(p, 0, bytes);
+    void *p = kz_alloc_huge(bytes);
+    if (p) memset(p, 0, bytes);
     return p;
 }
 
