@@ -37,7 +37,7 @@ void kz_ffn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
     const size_t ld[] = {b->ld, b->ld};
     mm_group(s, w, 2, s->hn, n, y, ld, pre);
     prof(s, KZ_PROF_FFN);
-    if (n == 1 && !seq_aborted(s)) { /* one token: the SwiGLU comes with the down projection's conversion */
+    if (n == 1 && !seq_aborted(s)) { /* one token: the SwiGLU is applied as the down projection quantises its input */
         mm_swiglu_down(s, &ly->ffn_down, b->gate, b->up, s->out);
     } else {
         swiglu_task st = {b->gate, b->up, b->ld, b->ld, hp->n_ff, n};
