@@ -1,6 +1,5 @@
 # Kazeia-Engine build. Plain make, C11, no dependency beyond libc/libm/pthread.
 #   make            -> build/libkazeia.a build/libkazeia.so build/kazeia build/<tools>
-#                      + build/libkazeia_dev.so (every symbol, for the Python tests' ctypes calls)
 #   make test       -> C unit tests, the README's C example, Python conformance tests (installs the
 #                      missing Python packages first: tests/install_deps.sh)
 #   make test-c     -> C unit tests, the export check of libkazeia.so and the README's C example
@@ -41,7 +40,7 @@ DEPS    := $(OBJ:.o=.d) $(KZTOOLS_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 VIS     ?= hidden
 $(BUILD)/obj/src/%.o: CFLAGS += -fvisibility=$(VIS)
 
-all: $(BUILD)/libkazeia.a $(BUILD)/libkazeia.so $(BUILD)/libkazeia_dev.so $(BUILD)/kazeia $(TOOLS)
+all: $(BUILD)/libkazeia.a $(BUILD)/libkazeia.so $(BUILD)/kazeia $(TOOLS)
 
 # AArch64: the SDOT / SMMLA kernel files need their extensions enabled; run-time dispatch
 # (src/cpu.c) calls them only on CPUs that have them. x86 SIMD uses target attributes instead.
@@ -63,9 +62,10 @@ $(BUILD)/libkazeia.so: $(OBJ)
 $(BUILD)/libkztools.a: $(KZTOOLS_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-# The dev library: the same sources with every symbol visible, plus the model writer and the
-# bandwidth sampler, for ctypes (tests/py, bench/compare_llamacpp.py). Its objects are built by
-# a sub-make in $(BUILD)/dev with VIS=default, so every per-file flag applies there too.
+# The dev library (make dev): the same sources with every symbol visible, plus the model writer
+# and the bandwidth sampler, for ctypes (tests/py, bench/compare_llamacpp.py); not part of `all`,
+# whose users need only the app library. Its objects are built by a sub-make in $(BUILD)/dev
+# with VIS=default, so every per-file flag applies there too.
 ifeq ($(VIS),default)
 $(DEV_SO): $(OBJ) $(KZTOOLS_OBJ) $(BUILD)/obj/cli/bench/membw.o
 	$(CC) -shared $(LDSAN) -o $@ $^ $(LDLIBS)
@@ -80,7 +80,7 @@ $(BUILD)/%: tools/%.c $(BUILD)/obj/cli/args.o $(BUILD)/libkztools.a $(BUILD)/lib
 $(BUILD)/test_%: tests/test_%.c tests/kt.h $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
 
-tests-build: all $(TESTS)
+tests-build: all dev $(TESTS)
 
 test-c: tests-build example
 	@bash tests/check_exports.sh $(BUILD)/libkazeia.so include/kazeia.h
@@ -109,7 +109,9 @@ ifeq ($(SAN),1)
 PYENV := LD_PRELOAD="$$($(CC) -print-file-name=libasan.so):$$($(CC) -print-file-name=libubsan.so)" \
          ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 endif
-test-py: all py-deps
+dev: $(BUILD)/libkazeia_dev.so
+
+test-py: all dev py-deps
 	KZ_BUILD=$(BUILD) $(PYENV) python3 -m pytest -q tests/py
 
 test: test-c test-py
@@ -171,6 +173,6 @@ clean:
 	rm -rf build build-san build-fuzz
 
 FORCE:
-.PHONY: FORCE print-src all tests-build test test-c test-py py-deps example demo clean fuzz fuzz-smoke fuzz-seeds
+.PHONY: FORCE print-src all dev tests-build test test-c test-py py-deps example demo clean fuzz fuzz-smoke fuzz-seeds
 -include $(DEPS)
 -include $(FUZZ_OBJ:.o=.d)

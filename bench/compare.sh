@@ -16,6 +16,6 @@ bash tests/install_deps.sh --bench >&2
 # build first so the numbers are those of the current sources; KZ_NO_BUILD=1 uses the binaries
 # already in $BUILD (e.g. while someone's half-written file breaks the build)
 if [ "${KZ_NO_BUILD:-0}" != 1 ]; then
-    make BUILD="$BUILD" -j2 all >&2 || { echo "compare.sh: make failed (KZ_NO_BUILD=1 skips the build)" >&2; exit 1; }
+    make BUILD="$BUILD" -j2 all dev >&2 || { echo "compare.sh: make failed (KZ_NO_BUILD=1 skips the build)" >&2; exit 1; }
 fi
 exec python3 bench/compare_llamacpp.py --build "$BUILD" "$@"
