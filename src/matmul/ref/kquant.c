@@ -451,38 +451,27 @@ KZ_SCALAR_GEMM(kz_ref_gemm_iq4_xs, kz_ref_dot_iq4_xs)
 
 /* ---------------- Q4_K / Q5_K / Q6_K: dequantize ---------------- */
 
-void kz_ref_dequant_q4_K(const void *src, float *dst, int64_t n) {
-    const uint8_t *b = src;
-    for (int64_t ib = 0; ib < n / KZK_QK; ib++, b += KZK_Q4_BYTES, dst += KZK_QK) {
-        const float d = h2f(b), dmin = h2f(b + 2);
-        uint8_t sc[8], m[8];
-        kzk_scales_mins(b + 4, sc, m);
-        const uint8_t *qs = b + 16;
-        for (int e = 0; e < KZK_QK; e++) {
-            const int j = e / 32;
-            const uint8_t byte = qs[32 * (e / 64) + e % 32];
-            const int q = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
-            dst[e] = d * (float)sc[j] * (float)q - dmin * (float)m[j];
-        }
-    }
+/* code 0..31 of element e of a Q4_K (nbits 4) / Q5_K (nbits 5) super-block: the low nibble from
+ * qs, for Q5_K bit e / 32 of qh[e % 32] on top */
+static inline int q45_code(const uint8_t *b, int nbits, int e) {
+    const uint8_t byte = b[(nbits == 5 ? 48 : 16) + 32 * (e / 64) + e % 32];
+    const int lo = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
+    return nbits == 5 ? lo | (((b[16 + e % 32] >> (e / 32)) & 1) << 4) : lo;
 }
 
-void kz_ref_dequant_q5_K(const void *src, float *dst, int64_t n) {
+static void dequant_q45(const void *src, float *dst, int64_t n, int nbits) {
     const uint8_t *b = src;
-    for (int64_t ib = 0; ib < n / KZK_QK; ib++, b += KZK_Q5_BYTES, dst += KZK_QK) {
+    const size_t bytes = nbits == 5 ? KZK_Q5_BYTES : KZK_Q4_BYTES;
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++, b += bytes, dst += KZK_QK) {
         const float d = h2f(b), dmin = h2f(b + 2);
         uint8_t sc[8], m[8];
         kzk_scales_mins(b + 4, sc, m);
-        const uint8_t *qh = b + 16, *qs = b + 48;
-        for (int e = 0; e < KZK_QK; e++) {
-            const int j = e / 32;
-            const uint8_t byte = qs[32 * (e / 64) + e % 32];
-            const int lo = (e % 64) < 32 ? (byte & 15) : (byte >> 4);
-            const int q = lo | (((qh[e % 32] >> (e / 32)) & 1) << 4);
-            dst[e] = d * (float)sc[j] * (float)q - dmin * (float)m[j];
-        }
+        for (int e = 0; e < KZK_QK; e++)
+            dst[e] = d * (float)sc[e / 32] * (float)q45_code(b, nbits, e) - dmin * (float)m[e / 32];
     }
 }
+void kz_ref_dequant_q4_K(const void *src, float *dst, int64_t n) { dequant_q45(src, dst, n, 4); }
+void kz_ref_dequant_q5_K(const void *src, float *dst, int64_t n) { dequant_q45(src, dst, n, 5); }
 
 void kz_ref_dequant_q6_K(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;
@@ -666,53 +655,27 @@ size_t kz_ref_quant_q6_K(const float *src, void *dst, int64_t n) {
 
 /* ---------------- Q4_K / Q5_K / Q6_K: dot with Q8_K (the reference order of kernels.h) ---------------- */
 
-float kz_ref_dot_q4_K(const void *w, const void *act, int64_t n) {
+static float dot_q45(const void *w, const void *act, int64_t n, int nbits) {
     const uint8_t *x = w, *a = act;
+    const size_t bytes = nbits == 5 ? KZK_Q5_BYTES : KZK_Q4_BYTES;
     float s = 0.0f;
-    for (int64_t ib = 0; ib < n / KZK_QK; ib++, x += KZK_Q4_BYTES, a += KZK_A_BYTES) {
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++, x += bytes, a += KZK_A_BYTES) {
         uint8_t sc[8], m[8];
         kzk_scales_mins(x + 4, sc, m);
-        const uint8_t *qs = x + 16;
         const int8_t *q8 = (const int8_t *)(a + 4);
         int32_t sumi = 0, summ = 0;
-        for (int c = 0; c < 4; c++) {
-            int32_t s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                s0 += (qs[32 * c + l] & 15) * q8[64 * c + l];
-                s1 += (qs[32 * c + l] >> 4) * q8[64 * c + 32 + l];
-            }
-            sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+        for (int j = 0; j < 8; j++) {
+            int32_t sj = 0;
+            for (int e = 32 * j; e < 32 * j + 32; e++) sj += q45_code(x, nbits, e) * q8[e];
+            sumi += sc[j] * sj;
         }
         for (int j = 0; j < 8; j++) summ += m[j] * (act_bsum(a, 2 * j) + act_bsum(a, 2 * j + 1));
         s = kzk_fin_q45(s, act_d(a), h2f(x), h2f(x + 2), sumi, summ);
     }
     return s;
 }
-
-float kz_ref_dot_q5_K(const void *w, const void *act, int64_t n) {
-    const uint8_t *x = w, *a = act;
-    float s = 0.0f;
-    for (int64_t ib = 0; ib < n / KZK_QK; ib++, x += KZK_Q5_BYTES, a += KZK_A_BYTES) {
-        uint8_t sc[8], m[8];
-        kzk_scales_mins(x + 4, sc, m);
-        const uint8_t *qh = x + 16, *qs = x + 48;
-        const int8_t *q8 = (const int8_t *)(a + 4);
-        int32_t sumi = 0, summ = 0;
-        for (int c = 0; c < 4; c++) {
-            int32_t s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                const int q0 = (qs[32 * c + l] & 15) | (((qh[l] >> (2 * c)) & 1) << 4);
-                const int q1 = (qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4);
-                s0 += q0 * q8[64 * c + l];
-                s1 += q1 * q8[64 * c + 32 + l];
-            }
-            sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
-        }
-        for (int j = 0; j < 8; j++) summ += m[j] * (act_bsum(a, 2 * j) + act_bsum(a, 2 * j + 1));
-        s = kzk_fin_q45(s, act_d(a), h2f(x), h2f(x + 2), sumi, summ);
-    }
-    return s;
-}
+float kz_ref_dot_q4_K(const void *w, const void *act, int64_t n) { return dot_q45(w, act, n, 4); }
+float kz_ref_dot_q5_K(const void *w, const void *act, int64_t n) { return dot_q45(w, act, n, 5); }
 
 float kz_ref_dot_q6_K(const void *w, const void *act, int64_t n) {
     const uint8_t *x = w, *a = act;
