@@ -7,6 +7,7 @@
 
 #if defined(__aarch64__)
 #include "matmul/arm/simd.h"
+#include "matmul/arm/kquant_codes.h"
 
 #if !defined(__ARM_FEATURE_MATMUL_INT8)
 #error "i8mm.c needs -march=armv8.2-a+dotprod+i8mm (see the Makefile)"
@@ -179,43 +180,21 @@ I8_DEF(iq4_nl, 3)
  * for the GEMV and leftovers) bit for bit. */
 /* int8 codes of one super-block in element order: Q4_K/Q5_K unsigned 0..31, Q6_K q - 32 */
 static inline void decode_q45(const int q5, const uint8_t *x, int8_t *q) {
-    const uint8_t *qs = x + (q5 ? 48 : 16);
-    const uint8x16_t m4 = vdupq_n_u8(15), one = vdupq_n_u8(1);
     const uint8x16_t h0 = q5 ? vld1q_u8(x + 16) : vdupq_n_u8(0), h1 = q5 ? vld1q_u8(x + 32) : vdupq_n_u8(0);
     for (int c = 0; c < 4; c++) {
-        const uint8x16_t v0 = vld1q_u8(qs + 32 * c), v1 = vld1q_u8(qs + 32 * c + 16);
-        uint8x16_t l0 = vandq_u8(v0, m4), l1 = vandq_u8(v1, m4), u0 = vshrq_n_u8(v0, 4), u1 = vshrq_n_u8(v1, 4);
-        if (q5) {
-            const int8x16_t s0 = vdupq_n_s8((int8_t)(-2 * c)), s1 = vdupq_n_s8((int8_t)(-2 * c - 1));
-            l0 = vorrq_u8(l0, vshlq_n_u8(vandq_u8(vshlq_u8(h0, s0), one), 4));
-            l1 = vorrq_u8(l1, vshlq_n_u8(vandq_u8(vshlq_u8(h1, s0), one), 4));
-            u0 = vorrq_u8(u0, vshlq_n_u8(vandq_u8(vshlq_u8(h0, s1), one), 4));
-            u1 = vorrq_u8(u1, vshlq_n_u8(vandq_u8(vshlq_u8(h1, s1), one), 4));
-        }
-        vst1q_s8(q + 64 * c, vreinterpretq_s8_u8(l0));
-        vst1q_s8(q + 64 * c + 16, vreinterpretq_s8_u8(l1));
-        vst1q_s8(q + 64 * c + 32, vreinterpretq_s8_u8(u0));
-        vst1q_s8(q + 64 * c + 48, vreinterpretq_s8_u8(u1));
+        uint8x16_t u[4];
+        kz_arm_q45_codes(q5, x + (q5 ? 48 : 16), h0, h1, c, u);
+        for (int i = 0; i < 4; i++) vst1q_s8(q + 64 * c + 16 * i, vreinterpretq_s8_u8(u[i]));
     }
 }
 
 static inline void decode_q6(const uint8_t *x, int8_t *q) {
-    const uint8_t *ql = x, *qh = x + 128;
-    const uint8x16_t m4 = vdupq_n_u8(15), m3 = vdupq_n_u8(3);
     const int8x16_t k32 = vdupq_n_s8(32);
     for (int c = 0; c < 2; c++)
         for (int hl = 0; hl < 2; hl++) {
-            const uint8x16_t l0 = vld1q_u8(ql + 64 * c + 16 * hl), l1 = vld1q_u8(ql + 64 * c + 32 + 16 * hl);
-            const uint8x16_t h = vld1q_u8(qh + 32 * c + 16 * hl);
-            const uint8x16_t u0 = vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h, m3), 4));
-            const uint8x16_t u1 = vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m3), 4));
-            const uint8x16_t u2 = vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4));
-            const uint8x16_t u3 = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4));
-            int8_t *o = q + 128 * c + 16 * hl;
-            vst1q_s8(o, vsubq_s8(vreinterpretq_s8_u8(u0), k32));
-            vst1q_s8(o + 32, vsubq_s8(vreinterpretq_s8_u8(u1), k32));
-            vst1q_s8(o + 64, vsubq_s8(vreinterpretq_s8_u8(u2), k32));
-            vst1q_s8(o + 96, vsubq_s8(vreinterpretq_s8_u8(u3), k32));
+            uint8x16_t u[4];
+            kz_arm_q6_codes(x, c, hl, u);
+            for (int g = 0; g < 4; g++) vst1q_s8(q + 128 * c + 32 * g + 16 * hl, vsubq_s8(vreinterpretq_s8_u8(u[g]), k32));
         }
 }
 

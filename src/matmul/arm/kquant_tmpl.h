@@ -5,13 +5,13 @@
  * Codes are kept in int8 (unsigned 0..31 for Q4_K/Q5_K, q - 32 for Q6_K), sums per sub-block are
  * exact, scales applied in int32 as in the scalar reference, then kzk_fin_* in its float order:
  * bit-identical to the scalar reference whatever the tile (gemm calls the same dot). */
+#include "matmul/arm/kquant_codes.h"
 
 KZ_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int32_t *summ) {
     uint8_t sc[8], m[8];
     kzk_scales_mins(x + 4, sc, m);
     const uint8_t *qs = x + (q5 ? 48 : 16);
     const int8_t *q8 = (const int8_t *)(a + 4);
-    const uint8x16_t m4 = vdupq_n_u8(15), one = vdupq_n_u8(1);
     uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
     if (q5) {
         h0 = vld1q_u8(x + 16);
@@ -19,21 +19,13 @@ KZ_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int3
     }
     int32_t sumi = 0;
     for (int c = 0; c < 4; c++) {
-        const uint8x16_t v0 = vld1q_u8(qs + 32 * c), v1 = vld1q_u8(qs + 32 * c + 16);
-        uint8x16_t l0 = vandq_u8(v0, m4), l1 = vandq_u8(v1, m4);
-        uint8x16_t u0 = vshrq_n_u8(v0, 4), u1 = vshrq_n_u8(v1, 4);
-        if (q5) {
-            /* bit 2c of qh[l] -> bit 4 of element l of sub-block 2c; bit 2c+1 -> sub-block 2c+1 */
-            const int8x16_t sh0 = vdupq_n_s8((int8_t)(-2 * c)), sh1 = vdupq_n_s8((int8_t)(-2 * c - 1));
-            l0 = vorrq_u8(l0, vshlq_n_u8(vandq_u8(vshlq_u8(h0, sh0), one), 4));
-            l1 = vorrq_u8(l1, vshlq_n_u8(vandq_u8(vshlq_u8(h1, sh0), one), 4));
-            u0 = vorrq_u8(u0, vshlq_n_u8(vandq_u8(vshlq_u8(h0, sh1), one), 4));
-            u1 = vorrq_u8(u1, vshlq_n_u8(vandq_u8(vshlq_u8(h1, sh1), one), 4));
-        }
+        uint8x16_t u[4];
+        kz_arm_q45_codes(q5, qs, h0, h1, c, u);
         const int8_t *a0 = q8 + 64 * c;
-        const int32_t s0 = KA_DOT32(vreinterpretq_s8_u8(l0), vreinterpretq_s8_u8(l1), vld1q_s8(a0), vld1q_s8(a0 + 16));
+        const int32_t s0 =
+            KA_DOT32(vreinterpretq_s8_u8(u[0]), vreinterpretq_s8_u8(u[1]), vld1q_s8(a0), vld1q_s8(a0 + 16));
         const int32_t s1 =
-            KA_DOT32(vreinterpretq_s8_u8(u0), vreinterpretq_s8_u8(u1), vld1q_s8(a0 + 32), vld1q_s8(a0 + 48));
+            KA_DOT32(vreinterpretq_s8_u8(u[2]), vreinterpretq_s8_u8(u[3]), vld1q_s8(a0 + 32), vld1q_s8(a0 + 48));
         sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
     }
     /* min term: 8 mins x pairwise bsums (int16 pair sums <= 4064) */
@@ -46,21 +38,14 @@ KZ_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int3
 }
 
 KZ_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
-    const uint8_t *ql = x, *qh = x + 128;
     const int8_t *sc = (const int8_t *)(x + 192);
     const int8_t *q8 = (const int8_t *)(a + 4);
-    const uint8x16_t m4 = vdupq_n_u8(15), m3 = vdupq_n_u8(3);
     const int8x16_t k32 = vdupq_n_s8(32);
     int32_t sumi = 0;
     for (int c = 0; c < 2; c++) {
         for (int hlf = 0; hlf < 2; hlf++) { /* l in [16 hlf, 16 hlf + 16) of each 32-element group */
-            const uint8x16_t l0 = vld1q_u8(ql + 64 * c + 16 * hlf), l1 = vld1q_u8(ql + 64 * c + 32 + 16 * hlf);
-            const uint8x16_t h = vld1q_u8(qh + 32 * c + 16 * hlf);
             uint8x16_t u[4];
-            u[0] = vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h, m3), 4));
-            u[1] = vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m3), 4));
-            u[2] = vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4));
-            u[3] = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4));
+            kz_arm_q6_codes(x, c, hlf, u);
             for (int g = 0; g < 4; g++) {
                 /* elements 128c + 32g + 16hlf .. +15 = scale group 8c + 2g + hlf */
                 const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(u[g]), k32);
