@@ -88,6 +88,14 @@ KX_TGT KZ_INL void KX(q6_codes)(const uint8_t *x, int c, __m256i u[4]) {
                            _mm256_and_si256(_mm256_srli_epi16(h, 2), m3));
 }
 
+/* the int16 scales of 32 Q6_K codes: scale group k for the low 16, k + 1 for the high 16 */
+KX_TGT KZ_INL __m256i KX(q6_scale_pair)(__m128i s8, int k) {
+    const __m128i sel = _mm_setr_epi8((char)k, (char)k, (char)k, (char)k, (char)k, (char)k, (char)k, (char)k,
+                                      (char)(k + 1), (char)(k + 1), (char)(k + 1), (char)(k + 1), (char)(k + 1),
+                                      (char)(k + 1), (char)(k + 1), (char)(k + 1));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, sel));
+}
+
 /* integer part of one Q6_K super-block: sum_g sc_g * sum (u - 32) * a = sum_g sc_g * sum u * a -
  * 32 * sum_g sc_g * bsum_g, with u = 0..63 the unsigned codes */
 KX_TGT KZ_INL int32_t KX(sb_q6)(const uint8_t *x, const uint8_t *a) {
@@ -100,11 +108,7 @@ KX_TGT KZ_INL int32_t KX(sb_q6)(const uint8_t *x, const uint8_t *a) {
         KX(q6_codes)(x, c, u);
         KZ_UNROLL(4)
         for (int g = 0; g < 4; g++) {
-            const int k = 8 * c + 2 * g; /* scale groups k (low 16 bytes) and k+1 (high 16) */
-            const __m128i sel = _mm_setr_epi8((char)k, (char)k, (char)k, (char)k, (char)k, (char)k, (char)k, (char)k,
-                                              (char)(k + 1), (char)(k + 1), (char)(k + 1), (char)(k + 1),
-                                              (char)(k + 1), (char)(k + 1), (char)(k + 1), (char)(k + 1));
-            const __m256i sp = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, sel));
+            const __m256i sp = KX(q6_scale_pair)(s8, 8 * c + 2 * g);
             const __m256i av = _mm256_loadu_si256((const __m256i *)(q8 + 128 * c + 32 * g));
             acc = KX(madd_acc)(acc, _mm256_maddubs_epi16(u[g], av), sp);
         }
@@ -173,11 +177,7 @@ KX_TGT KZ_INL void KX(sb_q6_x4)(const uint8_t *x, const uint8_t *const a[4], int
         KX(q6_codes)(x, c, u);
         KZ_UNROLL(4)
         for (int g = 0; g < 4; g++) {
-            const int kk = 8 * c + 2 * g;
-            const __m128i sel = _mm_setr_epi8((char)kk, (char)kk, (char)kk, (char)kk, (char)kk, (char)kk, (char)kk,
-                                              (char)kk, (char)(kk + 1), (char)(kk + 1), (char)(kk + 1), (char)(kk + 1),
-                                              (char)(kk + 1), (char)(kk + 1), (char)(kk + 1), (char)(kk + 1));
-            const __m256i sp = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, sel));
+            const __m256i sp = KX(q6_scale_pair)(s8, 8 * c + 2 * g);
             KZ_UNROLL(4)
             for (int k = 0; k < 4; k++) {
                 const __m256i av = _mm256_loadu_si256((const __m256i *)(a[k] + 4 + 128 * c + 32 * g));
