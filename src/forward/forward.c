@@ -3,10 +3,10 @@
  * chunks of up to n_batch tokens through each layer together (matmuls over the chunk).
  * The layers are in attention_layer.c, gdn_layer.c and ffn.c; the state in seq.c. */
 #include <stdint.h>
-#include <stdio.h>
 #include "forward/internal.h"
 #include "forward/mm.h"
 #include "nn/ops.h"
+#include "sys/err.h"
 
 /* ---------------- norms (each fused with the residual add before it) ---------------- */
 
@@ -135,7 +135,7 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
             else if (i0 + nb == n) { lout = logits; lrow0 = nb - 1; }
         }
         if (forward_chunk(s, tokens + i0, nb, s->n_past, lout, lrow0)) {
-            snprintf(err, err ? errlen : 0, "cancelled after %d of %d tokens", i0, n);
+            kz_seterr(err, errlen, "cancelled after %d of %d tokens", i0, n);
             return KZ_FWD_ABORTED;
         }
         s->n_past += nb;

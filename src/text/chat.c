@@ -1,8 +1,8 @@
 /* ChatML prompt builder + injection-safe tokenisation. See chat.h. */
 #include "text/chat.h"
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "sys/err.h"
 
 static const char IM_START[] = "<|im_start|>";
 static const char IM_END[] = "<|im_end|>";
@@ -92,7 +92,7 @@ int kz_chat_tokenize(const kz_tokenizer *t, const kz_chat_seg *segs, int n, int3
     size_t total = kz_chat_rendered_len(segs, n);
     /* byte-level BPE: every token covers >= 1 byte, so bytes + specials bounds the count */
     if (total == SIZE_MAX || total > (size_t)(INT32_MAX / 2)) {
-        snprintf(err, errlen, "prompt too long (%zu bytes)", total);
+        kz_seterr(err, errlen, "prompt too long (%zu bytes)", total);
         return -1;
     }
     int cap = (int)total + n + 1;
@@ -100,7 +100,7 @@ int kz_chat_tokenize(const kz_tokenizer *t, const kz_chat_seg *segs, int n, int3
     char *run = malloc(total + 1);
     if (!toks || !run) {
         free(toks); free(run);
-        snprintf(err, errlen, "out of memory tokenizing a %zu-byte prompt", total);
+        kz_seterr(err, errlen, "out of memory tokenizing a %zu-byte prompt", total);
         return -1;
     }
     int nt = 0;
@@ -108,7 +108,7 @@ int kz_chat_tokenize(const kz_tokenizer *t, const kz_chat_seg *segs, int n, int3
         if (segs[i].special) {
             int32_t id = kz_tok_find(t, segs[i].text);
             if (id < 0) {
-                snprintf(err, errlen, "model vocabulary has no '%s' token (not a ChatML model?)",
+                kz_seterr(err, errlen, "model vocabulary has no '%s' token (not a ChatML model?)",
                          segs[i].text);
                 free(toks); free(run);
                 return -1;
@@ -122,18 +122,18 @@ int kz_chat_tokenize(const kz_tokenizer *t, const kz_chat_seg *segs, int n, int3
         int room = cap - nt;
         int k = kz_tok_encode(t, run, rl, 0, toks + nt, room);
         if (k < 0) {
-            snprintf(err, errlen, "tokenizer failed on the prompt text");
+            kz_seterr(err, errlen, "tokenizer failed on the prompt text");
             free(toks); free(run);
             return -1;
         }
         if (k > room) { /* cannot happen for byte-level BPE; handled anyway */
             int32_t *bigger = realloc(toks, ((size_t)nt + (size_t)k + (size_t)n + 1) * sizeof *toks);
-            if (!bigger) { free(toks); free(run); snprintf(err, errlen, "out of memory"); return -1; }
+            if (!bigger) { free(toks); free(run); kz_seterr(err, errlen, "out of memory"); return -1; }
             toks = bigger;
             cap = nt + k + n + 1;
             k = kz_tok_encode(t, run, rl, 0, toks + nt, cap - nt);
             if (k < 0 || k > cap - nt) {
-                snprintf(err, errlen, "tokenizer failed on the prompt text");
+                kz_seterr(err, errlen, "tokenizer failed on the prompt text");
                 free(toks); free(run);
                 return -1;
             }
