@@ -47,8 +47,8 @@
 struct kz_context {
     kz_model *m;
     kz_seq *seq;
-    kz_context_params p;
-    int n_ctx, n_batch, n_vocab;
+    kz_context_params p; /* as given, with n_ctx, n_batch and n_threads resolved */
+    int n_vocab;
     kz_sampler *smp;
     int32_t *hist;      /* n_ctx: tokens in the sequence state */
     int n_hist;
@@ -186,8 +186,6 @@ static kz_context *context_new(kz_model *m, const kz_context_params *pp, kz_stat
     c->p.n_ctx = n_ctx;
     c->p.n_batch = n_batch;
     c->p.n_threads = n_threads;
-    c->n_ctx = n_ctx;
-    c->n_batch = n_batch;
     c->n_vocab = n_vocab;
     atomic_init(&c->cancel, 0);
     char e[512] = "";
@@ -249,8 +247,8 @@ void kz_context_reset(kz_context *c) {
 }
 
 int kz_context_n_past(const kz_context *c) { return c ? c->n_hist : 0; }
-int kz_context_n_ctx(const kz_context *c) { return c ? c->n_ctx : 0; }
-int kz_context_n_batch(const kz_context *c) { return c ? c->n_batch : 0; }
+int kz_context_n_ctx(const kz_context *c) { return c ? c->p.n_ctx : 0; }
+int kz_context_n_batch(const kz_context *c) { return c ? c->p.n_batch : 0; }
 int kz_context_n_threads(const kz_context *c) { return c ? c->p.n_threads : 0; }
 kz_kv_type kz_context_kv_type(const kz_context *c) { return c ? c->p.kv_type : KZ_KV_F32; }
 
@@ -325,9 +323,9 @@ static int eval_check(kz_context *c, const int32_t *tokens, int n) {
             return -1;
         }
     }
-    if (n > c->n_ctx - c->n_hist) {
+    if (n > c->p.n_ctx - c->n_hist) {
         set_err(c, KZ_ERR_CTX_FULL, "context full: %d tokens in the sequence + %d new > n_ctx %d", c->n_hist, n,
-                c->n_ctx);
+                c->p.n_ctx);
         return -1;
     }
     return 0;
@@ -411,7 +409,7 @@ int kz_state_save_file(kz_context *c, const char *path) {
 /* restore an image into the context (sequence, history, logits); on error nothing changes */
 static int state_load(kz_context *c, const void *buf, size_t len, char *e, size_t elen) {
     kz_state_info info;
-    if (kz_state_image_read(c->m, c->seq, buf, len, c->hist, c->n_ctx, c->logits, &info, e, elen) != 0) return -1;
+    if (kz_state_image_read(c->m, c->seq, buf, len, c->hist, c->p.n_ctx, c->logits, &info, e, elen) != 0) return -1;
     c->n_hist = info.n_past;
     c->logits_valid = info.has_logits;
     c->logits_argmax = -1;
@@ -489,7 +487,7 @@ static void snapshot_take(kz_context *c, const int32_t *toks, int n) {
         c->snap = b;
         c->snap_cap = need;
     }
-    if (!c->snap_tok && !(c->snap_tok = malloc((size_t)c->n_ctx * sizeof *c->snap_tok))) return;
+    if (!c->snap_tok && !(c->snap_tok = malloc((size_t)c->p.n_ctx * sizeof *c->snap_tok))) return;
     char e[256];
     /* no checksum: the image never leaves the process */
     size_t w = kz_state_image_write(c->m, c->seq, c->hist, NULL, 0, c->snap, c->snap_cap, NULL, e, sizeof e);
@@ -546,8 +544,8 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     int32_t *prompt = NULL;
     int n_prompt = build_prompt(c, system, user, &prompt);
     if (n_prompt < 0) goto fail;
-    if (n_prompt > c->n_ctx) {
-        set_err(c, KZ_ERR_CTX_FULL, "prompt is %d tokens, context is %d (raise n_ctx / -c)", n_prompt, c->n_ctx);
+    if (n_prompt > c->p.n_ctx) {
+        set_err(c, KZ_ERR_CTX_FULL, "prompt is %d tokens, context is %d (raise n_ctx / -c)", n_prompt, c->p.n_ctx);
         goto fail;
     }
 
@@ -572,7 +570,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
             st.stop = KZ_STOP_CANCELLED;
             goto done;
         }
-        int n = n_prompt - i < c->n_batch ? n_prompt - i : c->n_batch;
+        int n = n_prompt - i < c->p.n_batch ? n_prompt - i : c->p.n_batch;
         if (i < sys_len && i + n > sys_len) n = sys_len - i; /* same batches with or without the snapshot */
         int last = i + n == n_prompt;
         c->logits_valid = 0;
@@ -627,7 +625,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         }
         if (max_tokens > 0 && st.n_gen >= max_tokens) { st.stop = KZ_STOP_MAX_TOKENS; break; }
         if (cancelled(c)) { st.stop = KZ_STOP_CANCELLED; break; }
-        if (c->n_hist >= c->n_ctx) { st.stop = KZ_STOP_CTX_FULL; break; }
+        if (c->n_hist >= c->p.n_ctx) { st.stop = KZ_STOP_CTX_FULL; break; }
         c->logits_valid = 0;
         c->logits_argmax = -1;
         if (eval_chunk(c, &tok, 1, c->logits, 0) != 0) { st.stop = KZ_STOP_ERROR; break; }
