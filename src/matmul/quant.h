@@ -14,6 +14,12 @@ int kz_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
 /* quantize n floats into type (F32/F16/BF16/Q8_0/Q4_0 reference quantizers as llama-quantize);
  * returns bytes written or 0 if unsupported */
 size_t kz_quant_row(uint32_t type, const float *src, void *dst, int64_t n);
+/* quantize nrows rows of n_per_row floats as llama.cpp's ggml_quantize_chunk does with the
+ * importance vector imatrix[n_per_row] (the weighted quantizers, ref/weighted.c); imatrix NULL is
+ * llama.cpp's unweighted path (= kz_quant_row). Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, IQ4_NL, IQ4_XS, Q2_K..Q6_K. Returns bytes written, 0 if unsupported. */
+size_t kz_quant_row_w(uint32_t type, const float *src, void *dst, int64_t n_per_row, int64_t nrows,
+                      const float *imatrix);
 
 /* activation type for a weight type, and bytes of one quantised activation row */
 uint32_t kz_act_type(uint32_t wtype);

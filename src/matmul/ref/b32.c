@@ -231,7 +231,7 @@ static inline int trunc_code(float t, int hi) {
 }
 
 /* pack 32 codes (0..15 or 0..31): nibbles to qs, bit 4 to qh (if qh) */
-static void pack(const int q[32], uint8_t *qs, uint8_t *qh) {
+void kz_ref_pack32(const int q[32], uint8_t *qs, uint8_t *qh) {
     uint32_t h = 0;
     for (int j = 0; j < 16; j++) {
         qs[j] = (uint8_t)((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
@@ -269,7 +269,7 @@ size_t kz_ref_quant_q4_1(const float *src, void *dst, int64_t n) {
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q4_1_B, src += QK) {
         q_minmax_blk(src, 15, b, q);
-        pack(q, b + 4, NULL);
+        kz_ref_pack32(q, b + 4, NULL);
     }
     return (size_t)(n / QK) * Q4_1_B;
 }
@@ -279,7 +279,7 @@ size_t kz_ref_quant_q5_1(const float *src, void *dst, int64_t n) {
     int q[32];
     for (int64_t ib = 0; ib < n / QK; ib++, b += Q5_1_B, src += QK) {
         q_minmax_blk(src, 31, b, q);
-        pack(q, b + 8, b + 4);
+        kz_ref_pack32(q, b + 8, b + 4);
     }
     return (size_t)(n / QK) * Q5_1_B;
 }
@@ -311,13 +311,13 @@ size_t kz_ref_quant_q5_0(const float *src, void *dst, int64_t n) {
             const float v = src[j] * id; /* two roundings, as gguf-py */
             q[j] = trunc_code(v + 16.5f, 31);
         }
-        pack(q, b + 6, b + 2);
+        kz_ref_pack32(q, b + 6, b + 2);
     }
     return (size_t)(n / QK) * Q5_0_B;
 }
 
 /* nearest codebook index, ties to the upper one (ggml's best_index_int8) */
-static inline int iq4_best(float v) {
+int kz_ref_iq4_index(float v) {
     const int8_t *k = kz_iq4nl_values;
     if (!(v > k[0])) return 0; /* also NaN */
     if (v >= k[15]) return 15;
@@ -330,13 +330,13 @@ static inline int iq4_best(float v) {
     return v - k[hi - 1] < k[hi] - v ? hi - 1 : hi;
 }
 
-/* weighted fit of one assignment with inverse scale id: sum w*q*x and sum w*q*q, w = x^2 */
-static void iq4_fit(const float *x, float id, float *sqx, float *sq2) {
+/* weighted fit of one assignment with inverse scale id: sum w*q*x and sum w*q*q (w NULL: x^2) */
+static void iq4_fit(const float *x, const float *w, float id, float *sqx, float *sq2) {
     float a = 0.0f, b = 0.0f;
     for (int j = 0; j < QK; j++) {
-        const float q = (float)kz_iq4nl_values[iq4_best(id * x[j])];
-        const float w = x[j] * x[j];
-        const float wq = w * q;
+        const float q = (float)kz_iq4nl_values[kz_ref_iq4_index(id * x[j])];
+        const float wj = w ? w[j] : x[j] * x[j];
+        const float wq = wj * q;
         a += wq * x[j];
         b += wq * q;
     }
@@ -344,36 +344,43 @@ static void iq4_fit(const float *x, float id, float *sqx, float *sq2) {
     *sq2 = b;
 }
 
-/* quantize_iq4_nl (ntry = 7, no imatrix): pick the scale maximising (sum wqx)^2 / sum wq^2 over
- * the start point -max/kv[0] and the 15 scales that map max onto kv[0] + itry */
-size_t kz_ref_quant_iq4_nl(const float *src, void *dst, int64_t n) {
+/* the scale of one 32-block (quantize_row_iq4_nl_impl, ntry = 7): the one maximising
+ * (sum wqx)^2 / sum wq^2 over the start point -max/kv[0] and the 15 scales that map max onto
+ * kv[0] + itry; 0 for a block of (near) zeros */
+float kz_ref_iq4_scale(const float *x, const float *w) {
     const int ntry = 7;
-    uint8_t *b = dst;
-    int q[32];
-    for (int64_t ib = 0; ib < n / QK; ib++, b += IQ4_NL_B, src += QK) {
-        float amax;
-        const float mx = signed_absmax(src, &amax);
-        float d = 0.0f;
-        if (amax >= 1e-15f) {
-            const float d0 = -mx / (float)kz_iq4nl_values[0];
-            float sqx, sq2;
-            iq4_fit(src, 1.0f / d0, &sqx, &sq2);
-            d = sq2 > 0.0f ? sqx / sq2 : 0.0f;
-            float best = d * sqx;
-            for (int itry = -ntry; itry <= ntry; itry++) {
-                const float id = (float)(itry + kz_iq4nl_values[0]) / mx;
-                iq4_fit(src, id, &sqx, &sq2);
-                if (sq2 > 0.0f && sqx * sqx > best * sq2) {
-                    d = sqx / sq2;
-                    best = d * sqx;
-                }
-            }
+    float amax;
+    const float mx = signed_absmax(x, &amax);
+    if (amax < 1e-15f) return 0.0f;
+    const float d0 = -mx / (float)kz_iq4nl_values[0];
+    float sqx, sq2;
+    iq4_fit(x, w, 1.0f / d0, &sqx, &sq2);
+    float d = sq2 > 0.0f ? sqx / sq2 : 0.0f;
+    float best = d * sqx;
+    for (int itry = -ntry; itry <= ntry; itry++) {
+        const float id = (float)(itry + kz_iq4nl_values[0]) / mx;
+        iq4_fit(x, w, id, &sqx, &sq2);
+        if (sq2 > 0.0f && sqx * sqx > best * sq2) {
+            d = sqx / sq2;
+            best = d * sqx;
         }
-        wr16(b, kz_f32_to_fp16(d));
-        const float id = d != 0.0f ? 1.0f / d : 0.0f; /* the final assignment uses the f32 d */
-        for (int j = 0; j < QK; j++) q[j] = iq4_best(id * src[j]);
-        pack(q, b + 2, NULL);
     }
+    return d;
+}
+
+/* one IQ4_NL block with scale d: fp16 d, codes from the f32 d (as quantize_iq4_nl) */
+void kz_ref_iq4_nl_block(const float *x, float d, uint8_t *b) {
+    int q[32];
+    wr16(b, kz_f32_to_fp16(d));
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < QK; j++) q[j] = kz_ref_iq4_index(id * x[j]);
+    kz_ref_pack32(q, b + 2, NULL);
+}
+
+/* quantize_iq4_nl without imatrix: weights x^2 */
+size_t kz_ref_quant_iq4_nl(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t ib = 0; ib < n / QK; ib++, b += IQ4_NL_B, src += QK) kz_ref_iq4_nl_block(src, kz_ref_iq4_scale(src, NULL), b);
     return (size_t)(n / QK) * IQ4_NL_B;
 }
 

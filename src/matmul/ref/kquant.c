@@ -194,18 +194,23 @@ size_t kz_ref_quant_q2_K(const float *src, void *dst, int64_t n) {
         } else {
             wr16(y + 82, kz_f32_to_fp16(0.0f));
         }
-        const float D = h2f(y + 80), DM = h2f(y + 82);
-        for (int j = 0; j < 16; j++) {
-            const float d = D * (float)(sc[j] & 0xF);
-            if (d == 0.0f) continue;
-            const float dm = DM * (float)(sc[j] >> 4);
-            for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)clampi(nearest_int((x[16 * j + i] + dm) / d), 0, 3);
-        }
-        for (int j = 0; j < QKK; j += 128)
-            for (int l = 0; l < 32; l++)
-                y[16 + j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        kz_ref_q2_K_finish(x, L, y);
     }
     return (size_t)(n / QKK) * Q2K_BYTES;
+}
+
+void kz_ref_q2_K_finish(const float *x, uint8_t *L, uint8_t *y) {
+    const uint8_t *sc = y;
+    const float D = h2f(y + 80), DM = h2f(y + 82);
+    for (int j = 0; j < 16; j++) {
+        const float d = D * (float)(sc[j] & 0xF);
+        if (d == 0.0f) continue;
+        const float dm = DM * (float)(sc[j] >> 4);
+        for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)clampi(nearest_int((x[16 * j + i] + dm) / d), 0, 3);
+    }
+    for (int j = 0; j < QKK; j += 128)
+        for (int l = 0; l < 32; l++)
+            y[16 + j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
 }
 
 /* symmetric search with weights x^2 and 5 coordinate passes (llama.cpp make_q3_quants, rmse) */
@@ -285,109 +290,72 @@ size_t kz_ref_quant_q3_K(const float *src, void *dst, int64_t n) {
         } else {
             wr16(y + 108, kz_f32_to_fp16(0.0f));
         }
-        int8_t s16[16];
-        kz_k2_q3_scales(sc, s16);
-        const float D = h2f(y + 108);
-        for (int j = 0; j < 16; j++) {
-            const float d = D * (float)s16[j];
-            if (d == 0.0f) continue;
-            for (int i = 0; i < 16; i++) L[16 * j + i] = (int8_t)(clampi(nearest_int(x[16 * j + i] / d), -4, 3) + 4);
-        }
-        uint8_t *hm = y;
-        memset(hm, 0, 32);
-        for (int j = 0; j < QKK; j++)
-            if (L[j] > 3) {
-                hm[j % 32] |= (uint8_t)(1u << (j / 32));
-                L[j] = (int8_t)(L[j] - 4);
-            }
-        for (int j = 0; j < QKK; j += 128)
-            for (int l = 0; l < 32; l++)
-                y[32 + j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        kz_ref_q3_K_finish(x, L, y);
     }
     return (size_t)(n / QKK) * Q3K_BYTES;
 }
 
-/* nearest codebook index; ties go to the upper neighbour */
-static int iq4_best(float v) {
-    if (v <= kz_iq4nl_values[0]) return 0;
-    if (v >= kz_iq4nl_values[15]) return 15;
-    int lo = 0, hi = 15;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (v < kz_iq4nl_values[mid]) hi = mid;
-        else lo = mid;
+void kz_ref_q3_K_finish(const float *x, int8_t *L, uint8_t *y) {
+    int8_t s16[16];
+    kz_k2_q3_scales(y + 96, s16);
+    const float D = h2f(y + 108);
+    for (int j = 0; j < 16; j++) {
+        const float d = D * (float)s16[j];
+        if (d == 0.0f) continue;
+        for (int i = 0; i < 16; i++) L[16 * j + i] = (int8_t)(clampi(nearest_int(x[16 * j + i] / d), -4, 3) + 4);
     }
-    return v - kz_iq4nl_values[lo] < kz_iq4nl_values[hi] - v ? lo : hi;
+    uint8_t *hm = y;
+    memset(hm, 0, 32);
+    for (int j = 0; j < QKK; j++)
+        if (L[j] > 3) {
+            hm[j % 32] |= (uint8_t)(1u << (j / 32));
+            L[j] = (int8_t)(L[j] - 4);
+        }
+    for (int j = 0; j < QKK; j += 128)
+        for (int l = 0; l < 32; l++)
+            y[32 + j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+}
+
+/* one IQ4_XS super-block (quantize_iq4_xs, ntry = 7): each 32-block's scale by the search of
+ * b32.c with weights x^2, or with an importance qw: qw * sqrt(sigma2 + x^2), sigma2 = 2 mean(x^2) */
+void kz_ref_iq4_xs_block(const float *src, const float *qw, uint8_t *y) {
+    float scales[8], max_scale = 0, amax_scale = 0, w[32];
+    float sigma2 = 0;
+    for (int j = 0; j < QKK; j++) sigma2 += src[j] * src[j];
+    sigma2 *= 2.0f / QKK;
+    for (int ib = 0; ib < 8; ib++) {
+        const float *xb = src + 32 * ib;
+        for (int j = 0; j < 32; j++) w[j] = qw ? qw[32 * ib + j] * sqrtf(sigma2 + xb[j] * xb[j]) : xb[j] * xb[j];
+        const float d = kz_ref_iq4_scale(xb, w);
+        scales[ib] = d;
+        float a = fabsf(d);
+        if (a > amax_scale) {
+            amax_scale = a;
+            max_scale = d;
+        }
+    }
+    memset(y, 0, IQ4XS_BYTES);
+    const float d = -max_scale / 32.0f;
+    wr16(y, kz_f32_to_fp16(d));
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint16_t sh = 0;
+    uint8_t L[32];
+    for (int ib = 0; ib < 8; ib++) {
+        int l = clampi(nearest_int(id * scales[ib]), -32, 31);
+        const float dl = d * (float)l, idl = dl != 0.0f ? 1.0f / dl : 0.0f;
+        const float *xb = src + 32 * ib;
+        for (int j = 0; j < 32; j++) L[j] = (uint8_t)kz_ref_iq4_index(idl * xb[j]);
+        l += 32;
+        y[4 + ib / 2] |= (uint8_t)((l & 0xF) << (4 * (ib % 2)));
+        sh |= (uint16_t)((l >> 4) << (2 * ib));
+        for (int j = 0; j < 16; j++) y[8 + 16 * ib + j] = (uint8_t)(L[j] | (L[16 + j] << 4));
+    }
+    wr16(y + 2, sh);
 }
 
 size_t kz_ref_quant_iq4_xs(const float *src, void *dst, int64_t n) {
     uint8_t *y = dst;
-    for (int64_t sb = 0; sb < n / QKK; sb++, y += IQ4XS_BYTES, src += QKK) {
-        float scales[8], max_scale = 0, amax_scale = 0;
-        uint8_t L[QKK];
-        for (int ib = 0; ib < 8; ib++) {
-            const float *xb = src + 32 * ib;
-            float w[32], amax = 0, mx = 0;
-            for (int j = 0; j < 32; j++) {
-                w[j] = xb[j] * xb[j];
-                float ax = fabsf(xb[j]);
-                if (amax < ax) {
-                    amax = ax;
-                    mx = xb[j];
-                }
-            }
-            if (amax < 1e-15f) {
-                scales[ib] = 0;
-                continue;
-            }
-            float d = -mx / kz_iq4nl_values[0], id = 1.0f / d, sqx = 0, sq2 = 0;
-            for (int j = 0; j < 32; j++) {
-                int l = iq4_best(id * xb[j]);
-                L[32 * ib + j] = (uint8_t)l;
-                float q = kz_iq4nl_values[l];
-                sqx += w[j] * q * xb[j];
-                sq2 += w[j] * q * q;
-            }
-            d = sq2 > 0 ? sqx / sq2 : 0.0f;
-            float best = d * sqx;
-            for (int itry = -7; itry <= 7; itry++) {
-                id = ((float)itry + kz_iq4nl_values[0]) / mx;
-                sqx = 0;
-                sq2 = 0;
-                for (int j = 0; j < 32; j++) {
-                    float q = kz_iq4nl_values[iq4_best(id * xb[j])];
-                    sqx += w[j] * q * xb[j];
-                    sq2 += w[j] * q * q;
-                }
-                if (sq2 > 0 && sqx * sqx > best * sq2) {
-                    d = sqx / sq2;
-                    best = d * sqx;
-                }
-            }
-            scales[ib] = d;
-            float a = fabsf(d);
-            if (a > amax_scale) {
-                amax_scale = a;
-                max_scale = d;
-            }
-        }
-        memset(y, 0, IQ4XS_BYTES);
-        const float d = -max_scale / 32.0f;
-        wr16(y, kz_f32_to_fp16(d));
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint16_t sh = 0;
-        for (int ib = 0; ib < 8; ib++) {
-            int l = clampi(nearest_int(id * scales[ib]), -32, 31);
-            const float dl = d * (float)l, idl = dl != 0.0f ? 1.0f / dl : 0.0f;
-            const float *xb = src + 32 * ib;
-            for (int j = 0; j < 32; j++) L[32 * ib + j] = (uint8_t)iq4_best(idl * xb[j]);
-            l += 32;
-            y[4 + ib / 2] |= (uint8_t)((l & 0xF) << (4 * (ib % 2)));
-            sh |= (uint16_t)((l >> 4) << (2 * ib));
-            for (int j = 0; j < 16; j++) y[8 + 16 * ib + j] = (uint8_t)(L[32 * ib + j] | (L[32 * ib + 16 + j] << 4));
-        }
-        wr16(y + 2, sh);
-    }
+    for (int64_t sb = 0; sb < n / QKK; sb++, y += IQ4XS_BYTES, src += QKK) kz_ref_iq4_xs_block(src, NULL, y);
     return (size_t)(n / QKK) * IQ4XS_BYTES;
 }
 
@@ -563,9 +531,9 @@ size_t kz_ref_quant_q5_K(const float *src, void *dst, int64_t n) {
 
 #define GROUP_EPS 1e-15f
 
-/* symmetric fit of n values to L in [0, 2*nmax) (signed level + nmax), weights x^2 (rmse_type 1):
+/* symmetric fit of n values to L in [0, 2*nmax) (signed level + nmax), weights qw or x^2 (rmse_type 1):
  * 18 extra candidate iscales -(nmax + 0.1 * is) / max, keep the best sum(wxl)^2 / sum(wl^2) */
-static float qx(int n, int nmax, const float *x, int8_t *L) {
+float kz_ref_make_qx(int n, int nmax, const float *x, int8_t *L, const float *qw) {
     float amax = 0, mx = 0;
     for (int i = 0; i < n; i++) {
         const float ax = fabsf(x[i]);
@@ -583,7 +551,7 @@ static float qx(int n, int nmax, const float *x, int8_t *L) {
     for (int i = 0; i < n; i++) {
         const int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
+        const float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * (float)l;
         suml2 += w * (float)l * (float)l;
     }
@@ -595,7 +563,7 @@ static float qx(int n, int nmax, const float *x, int8_t *L) {
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
             const int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            const float w = x[i] * x[i];
+            const float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * (float)l;
             suml2 += w * (float)l * (float)l;
         }
@@ -608,12 +576,12 @@ static float qx(int n, int nmax, const float *x, int8_t *L) {
     return scale;
 }
 
-static void quant_q6_block(const float *x, uint8_t *b) {
+void kz_ref_q6_K_block(const float *x, const float *qw, uint8_t *b) {
     int8_t L[KZK_QK];
     float scales[16];
     float max_scale = 0, max_abs = 0;
     for (int g = 0; g < 16; g++) {
-        scales[g] = qx(16, 32, x + 16 * g, L + 16 * g);
+        scales[g] = kz_ref_make_qx(16, 32, x + 16 * g, L + 16 * g, qw ? qw + 16 * g : NULL);
         const float a = fabsf(scales[g]);
         if (a > max_abs) {
             max_abs = a;
@@ -649,7 +617,7 @@ static void quant_q6_block(const float *x, uint8_t *b) {
 }
 
 size_t kz_ref_quant_q6_K(const float *src, void *dst, int64_t n) {
-    for (int64_t ib = 0; ib < n / KZK_QK; ib++) quant_q6_block(src + ib * KZK_QK, (uint8_t *)dst + ib * KZK_Q6_BYTES);
+    for (int64_t ib = 0; ib < n / KZK_QK; ib++) kz_ref_q6_K_block(src + ib * KZK_QK, NULL, (uint8_t *)dst + ib * KZK_Q6_BYTES);
     return (size_t)(n / KZK_QK) * KZK_Q6_BYTES;
 }
 

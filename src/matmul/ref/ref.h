@@ -21,4 +21,16 @@ size_t kz_ref_quant_q8_1(const float *src, void *dst, int64_t n);
 void kz_ref_dequant_q8_K(const void *src, float *dst, int64_t n);
 size_t kz_ref_quant_q8_K(const float *src, void *dst, int64_t n);
 
+/* search and packing steps shared by the reference quantizers and the weighted ones (weighted.c) */
+float kz_ref_make_qx(int n, int nmax, const float *x, int8_t *L, const float *qw); /* qw NULL: x^2 */
+float kz_ref_iq4_scale(const float *x32, const float *w32);                        /* w32 NULL: x^2 */
+int kz_ref_iq4_index(float v);
+void kz_ref_iq4_nl_block(const float *x32, float d, uint8_t *b);
+void kz_ref_iq4_xs_block(const float *x256, const float *qw, uint8_t *b);          /* qw NULL: ref */
+void kz_ref_q6_K_block(const float *x256, const float *qw, uint8_t *b);            /* qw NULL: ref */
+void kz_ref_pack32(const int q[32], uint8_t *qs, uint8_t *qh);
+/* the tails of Q2_K / Q3_K once the scales are stored in y: requantise x, pack L */
+void kz_ref_q2_K_finish(const float *x256, uint8_t *L, uint8_t *y);
+void kz_ref_q3_K_finish(const float *x256, int8_t *L, uint8_t *y);
+
 #endif
