@@ -211,6 +211,48 @@ KZ_API int kz_generate(kz_context *c, const char *system, const char *user, int 
  * inside a prefill chunk). Each of those calls clears a pending request when it starts. */
 KZ_API void kz_cancel(kz_context *c);
 
+/* ---- quantize (issue 23, quant): GGUF -> GGUF quantisation, as llama-quantize ----
+ * kz_quantize reads IN tensor by tensor (mmap, never the whole model in memory), converts each
+ * 2-D weight to the type the recipe picks for it (the mixes choose per tensor the way
+ * llama-quantize does: output / embedding, attn_v, ffn_down, the GDN attn_qkv ...), keeps norms
+ * and other 1-D tensors as they are, copies the metadata (general.file_type set to llama.cpp's
+ * ftype value, general.quantization_version 2) and writes OUT through a temporary file beside it
+ * that is renamed at the end: on any error (or a cancel) no OUT is left behind. Warnings
+ * (requantising a quantised source, type fallbacks, tensors missing from the imatrix) go to the
+ * kz_log_set callback. */
+typedef struct {
+    int i_tensor, n_tensors;    /* the tensor being written, 1-based */
+    const char *name;           /* its name */
+    const char *type_in;        /* "F16", ... */
+    const char *type_out;       /* "Q4_K", ... */
+    uint64_t bytes_done;        /* source bytes processed so far */
+    uint64_t bytes_total;       /* source bytes of all tensors */
+    uint64_t bytes_out;         /* output tensor bytes written so far */
+    double seconds;             /* since the start */
+    int finished;               /* 1 on the last call: OUT is complete and in place */
+} kz_quantize_progress;
+typedef void (*kz_quantize_progress_fn)(const kz_quantize_progress *p, void *userdata);
+
+typedef struct {
+    const char *type;           /* Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL IQ4_XS Q2_K Q3_K_S Q3_K_M Q3_K_L
+                                 * Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K F16 BF16 F32 (Q3_K, Q4_K, Q5_K:
+                                 * llama-quantize's aliases of the _M mixes); case-insensitive */
+    int n_threads;              /* <= 0: all CPUs */
+    const char *imatrix;        /* importance matrix GGUF (llama-imatrix's format) or NULL */
+    const char *const *tensor_types; /* NULL-terminated "REGEX=TYPE" list (POSIX extended regex,
+                                 * searched in the tensor name; the first match wins) or NULL */
+    int pure;                   /* 1: every quantised tensor in the type itself, no mix rules */
+    int leave_output;           /* 1: output.weight kept as it is */
+    kz_quantize_progress_fn progress; /* called at each tensor and as rows are done; may be NULL */
+    void *userdata;
+    const int *cancel;          /* set *cancel non-zero (any thread) to stop: KZ_ERR_CANCELLED */
+} kz_quantize_params;
+
+KZ_API kz_quantize_params kz_quantize_default_params(void);
+/* Quantise in to out (see above). Returns KZ_OK, or a status with a one-line message in err. */
+KZ_API kz_status kz_quantize(const char *in, const char *out, const kz_quantize_params *p, char *err,
+                             size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
