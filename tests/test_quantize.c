@@ -237,6 +237,15 @@ int main(void) {
         kz_gguf_close(a);
         kz_gguf_close(b);
         CHECK(loads(out2));
+        /* an imatrix made for another model (an entry of another width): refused, as llama-quantize */
+        kz_imatrix *im2 = kz_imatrix_new();
+        float x2[128];
+        for (int j = 0; j < 128; j++) x2[j] = 0.5f + (float)j;
+        CHECK(kz_imatrix_add(im2, "blk.0.ffn_up.weight", 128, x2, 1, err, sizeof err) == 0);
+        CHECK(kz_imatrix_write(im2, imf, "test", 1, 1, err, sizeof err) == 0);
+        kz_imatrix_free(im2);
+        unlink(out2);
+        CHECK(quant(f16, out2, "Q4_K_M", &p, err) == KZ_ERR_FORMAT && strstr(err, "blk.0.ffn_up.weight") && !exists(out2));
         p.imatrix = "/nonexistent/im.gguf";
         unlink(out2);
         CHECK(quant(f16, out2, "IQ4_NL", &p, err) != KZ_OK && strstr(err, "nonexistent") && !exists(out2));

@@ -511,6 +511,12 @@ kz_status kz_quantize(const char *in, const char *out, const kz_quantize_params 
                         if (!isfinite(imp[j])) FAIL(KZ_ERR_FORMAT, "imatrix '%s': entry %s holds a non-finite value", p->imatrix, ti->name);
                     qw = imp;
                 } else {
+                    /* an entry of another width is llama-quantize's error too (token_embd excepted) */
+                    int64_t w_npr = 0;
+                    if (ti->ne[2] * ti->ne[3] == 1 && !kz_imatrix_entry(im, ti->name, &w_npr, NULL, NULL, NULL) &&
+                        category(ti->name) != C_TOKEN_EMBD)
+                        FAIL(KZ_ERR_FORMAT, "imatrix '%s': entry %s has %lld columns, the tensor %lld: not made for "
+                             "this model", p->imatrix, ti->name, (long long)w_npr, (long long)npr);
                     kz_logf(KZ_LOG_WARN, "%s: no importance in '%s' for it: quantised without", ti->name, p->imatrix);
                 }
             }
