@@ -12,6 +12,8 @@ static void usage(FILE *f) {
             "  logits    -m MODEL.gguf --tokens ..  dump logits for a token sequence (testing)\n"
             "  tokenize  -m MODEL.gguf [-f FILE]    token ids of text (testing)\n"
             "  bench     -m MODEL.gguf [-p N -n N]  prefill/decode speed, memory bandwidth use\n"
+            "  perplexity -m MODEL.gguf -f TEXT    perplexity, KL divergence vs a reference (llama.cpp's method)\n"
+            "  imatrix   -m MODEL.gguf -f TEXT -o F  importance matrix for quantize (llama.cpp's format)\n"
             "Run 'kazeia <command> --help' for the options of a command.\n");
 }
 
@@ -30,6 +32,8 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
+    if (!strcmp(c, "imatrix")) return cmd_imatrix(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
     if (!strcmp(c, "--version")) { printf("kazeia %s\n", kz_version()); return 0; }
     fprintf(stderr, "kazeia: unknown command '%s'\n", c);
