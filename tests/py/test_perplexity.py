@@ -264,3 +264,33 @@ def test_imatrix_vs_torch_hooks(arch, text_file, tmp_path):
         worst = max(worst, rel)
         assert rel < 1e-4, f"{n}: max rel err {rel:.2e}"
     print(f"\n{arch}: {len(sums)} weights, in_sum2 max rel err vs torch hooks {worst:.2e}")
+
+
+def test_bad_input(text_file, tmp_path):
+    """clear errors, exit 1 (2 for usage), nothing left behind"""
+    kz = str(kzutil.require_kazeia())
+    model = kzutil.ensure_gguf("qwen3", "q8_0")
+
+    def fails(*args, code=1, want=""):
+        p = subprocess.run([kz, *map(str, args)], capture_output=True, text=True, timeout=120)
+        assert p.returncode == code and want in p.stderr, (args, p.returncode, p.stderr)
+
+    short = tmp_path / "short.txt"
+    short.write_text("Only a few words here.")
+    fails("perplexity", "-m", model, "-f", short, "-c", 128, want="you need at least 256 tokens")
+    fails("perplexity", "-m", model, "-f", tmp_path / "missing.txt", want="missing.txt")
+    fails("perplexity", "-m", model, code=2, want="-f are required")
+    fails("perplexity", "-m", model, "-f", text_file, "--kl-divergence", short, "--kl-divergence-base", short,
+          code=2, want="exclude")
+    fails("perplexity", "-m", model, "--kl-divergence", short, want="not a log-probability file")
+    fails("perplexity", "-m", model, "-f", text_file, "-c", 2, code=2, want="-c")
+    # a truncated base file
+    base = tmp_path / "b.kld"
+    run_kz("perplexity", "-m", model, "-f", text_file, "-c", 64, "--chunks", 2, "--kl-divergence-base", base)
+    cut = tmp_path / "cut.kld"
+    cut.write_bytes(base.read_bytes()[:-1000])
+    fails("perplexity", "-m", model, "--kl-divergence", cut, want="truncated")
+    fails("imatrix", "-m", model, "-f", text_file, "-o", tmp_path / "no" / "dir" / "im.gguf", "-c", 64, "--chunks", 1,
+          want="no/dir")
+    fails("imatrix", "-m", model, "-f", short, "-o", tmp_path / "im.gguf", "-c", 128, want="you need at least")
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["b.kld", "cut.kld", "short.txt"]
