@@ -109,9 +109,9 @@ int cmd_imatrix(int argc, char **argv) {
     double t0 = kz_now_ms();
     for (int i = 0; i < n_chunk; i++) {
         pc.tok = tok + (size_t)i * n_ctx;
-        /* with --process-output the LM head runs on every row, as in llama-imatrix */
-        int r = kz_eval_window(m, s, pc.tok, n_ctx, process_output ? 0 : pc.first, bos, n_batch, rows, score_row, &pc,
-                               err, sizeof err);
+        /* logits of every row, as llama-imatrix asks for: the forward chunks then start at
+         * multiples of n_batch like its batches (which decides the ones under 16 rows) */
+        int r = kz_eval_window(m, s, pc.tok, n_ctx, 0, bos, n_batch, rows, score_row, &pc, err, sizeof err);
         if (r < 0) { fprintf(stderr, PROG ": %s\n", err); goto out; }
         if (col.failed) { fprintf(stderr, PROG ": %s\n", col.err); goto out; }
         if (i == 0) {

@@ -294,3 +294,17 @@ def test_bad_input(text_file, tmp_path):
           want="no/dir")
     fails("imatrix", "-m", model, "-f", short, "-o", tmp_path / "im.gguf", "-c", 128, want="you need at least")
     assert sorted(x.name for x in tmp_path.iterdir()) == ["b.kld", "cut.kld", "short.txt"]
+
+
+def test_imatrix_counts_follow_llamacpp_batches(text_file, tmp_path):
+    """llama-imatrix evaluates a window in batches of n_batch from its start and ignores those of
+    fewer than 16 tokens: -c 40 -b 16 gives batches of 16, 16 and 8, so 32 rows per window"""
+    import gguf
+    out = tmp_path / "im.gguf"
+    run_kz("imatrix", "-m", kzutil.ensure_gguf("qwen3", "q8_0"), "-f", text_file, "-o", out, "-c", 40, "-b", 16,
+           "--chunks", 3, "--output-frequency", 1)
+    r = gguf.GGUFReader(str(out))
+    counts = {t.name: float(np.asarray(t.data).reshape(-1)[0]) for t in r.tensors if t.name.endswith(".counts")}
+    assert counts and set(counts.values()) == {96.0}, counts
+    assert "output.weight.counts" not in counts and "token_embd.weight.counts" not in counts
+    assert int(r.fields["imatrix.chunk_count"].parts[-1][0]) == 3
