@@ -191,6 +191,64 @@ static void test_formulas(unsigned long long *rng) {
     free(code);
 }
 
+/* path with tokenizer.ggml.add_bos_token = true (and bos_token_id = bos unless < 0) */
+static int rewrite_bos(const char *src, const char *dst, int bos) {
+    char err[256];
+    kz_gguf *g = kz_gguf_open(src, err, sizeof err);
+    if (!g) return -1;
+    kz_gguf_writer *w = kz_gguf_writer_new(0);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        if (strcmp(g->kv[i].key, "tokenizer.ggml.add_bos_token") && strcmp(g->kv[i].key, "tokenizer.ggml.bos_token_id"))
+            kz_gguf_w_copy_kv(w, g, &g->kv[i]);
+    kz_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", 1);
+    if (bos >= 0) kz_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        kz_gguf_w_tensor_info(w, g->tensors[i].name, g->tensors[i].n_dims, g->tensors[i].ne, g->tensors[i].type);
+    kz_gguf_writer_begin(w, dst);
+    for (uint64_t i = 0; i < g->n_tensors; i++) kz_gguf_writer_write_tensor(w, g->tensors[i].data, g->tensors[i].nbytes);
+    int rc = kz_gguf_writer_finish(w);
+    if (rc) fprintf(stderr, "%s\n", kz_gguf_writer_error(w));
+    kz_gguf_writer_free(w);
+    kz_gguf_close(g);
+    return rc;
+}
+
+/* BOS: none for the Qwen vocabularies; first when the file asks for one; an error when it asks
+ * without naming it */
+static void test_bos(const char *path) {
+    char p2[300], err[256];
+    snprintf(p2, sizeof p2, "%s.bos", path);
+    kz_model *m = make("qwen3-tiny", KZ_T_F32, path);
+    CHECK(m != NULL);
+    if (!m) return;
+    const char *text = "Hello world, again.";
+    int32_t *t0 = NULL, *t1 = NULL, bos;
+    int n0 = kz_eval_tokenize(m, text, strlen(text), &t0, &bos, err, sizeof err);
+    CHECKF(n0 > 3 && bos == -1, "%d %d", n0, bos);
+    CHECK(rewrite_bos(path, p2, 5) == 0);
+    kz_model_params mp = kz_model_default_params();
+    kz_model *mb = kz_model_load(p2, &mp, err, sizeof err);
+    CHECKF(mb != NULL, "%s", err);
+    if (mb) {
+        int n1 = kz_eval_tokenize(mb, text, strlen(text), &t1, &bos, err, sizeof err);
+        CHECKF(n1 == n0 + 1 && bos == 5 && t1[0] == 5 && !memcmp(t1 + 1, t0, (size_t)n0 * sizeof *t0), "%d %d", n1, bos);
+        kz_model_free(mb);
+    }
+    CHECK(rewrite_bos(path, p2, -1) == 0);
+    if ((mb = kz_model_load(p2, &mp, err, sizeof err))) {
+        free(t1);
+        t1 = NULL;
+        CHECK(kz_eval_tokenize(mb, text, strlen(text), &t1, &bos, err, sizeof err) == -1 && strstr(err, "bos_token_id"));
+        CHECK(kz_eval_bos(mb, err, sizeof err) == -2);
+        kz_model_free(mb);
+    }
+    free(t0);
+    free(t1);
+    kz_model_free(m);
+    unlink(p2);
+    unlink(path);
+}
+
 int main(void) {
     unsigned long long rng = 0x5EED0F23ull;
     char path[256];
@@ -200,5 +258,6 @@ int main(void) {
     test_model("qwen35-tiny", KZ_T_Q8_0, path, &rng);
     test_model("qwen35-tiny", KZ_T_F32, path, &rng);
     test_model("qwen3-tiny", KZ_T_Q4_0, path, &rng);
+    test_bos(path);
     KT_END();
 }
