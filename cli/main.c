@@ -12,8 +12,8 @@ static void usage(FILE *f) {
             "  logits    -m MODEL.gguf --tokens ..  dump logits for a token sequence (testing)\n"
             "  tokenize  -m MODEL.gguf [-f FILE]    token ids of text (testing)\n"
             "  bench     -m MODEL.gguf [-p N -n N]  prefill/decode speed, memory bandwidth use\n"
-            "  perplexity -m MODEL.gguf -f TEXT    perplexity, KL divergence vs a reference (llama.cpp's method)\n"
-            "  imatrix   -m MODEL.gguf -f TEXT -o F  importance matrix for quantize (llama.cpp's format)\n"
+            "  perplexity -m MODEL.gguf -f TEXT   perplexity; KL divergence vs a reference (llama.cpp's method)\n"
+            "  imatrix   -m MODEL.gguf -f TEXT -o OUT.gguf  importance matrix for quantize (llama.cpp's format)\n"
             "Run 'kazeia <command> --help' for the options of a command.\n");
 }
 
