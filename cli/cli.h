@@ -7,4 +7,6 @@ int cmd_logits(int argc, char **argv);   /* cli/cmd_logits.c */
 int cmd_tokenize(int argc, char **argv); /* cli/cmd_tokenize.c */
 int cmd_bench(int argc, char **argv);    /* cli/cmd_bench.c */
 int cmd_quantize(int argc, char **argv); /* cli/cmd_quantize.c */
+int cmd_perplexity(int argc, char **argv); /* cli/cmd_perplexity.c */
+int cmd_imatrix(int argc, char **argv);    /* cli/cmd_imatrix.c */
 #endif

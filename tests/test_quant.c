@@ -420,7 +420,7 @@ static void test_matmul(void) {
     {
         uint8_t wq[4 * 18] = { 0 };
         float x[64] = { 1 }, y[4];
-        kz_wmat bad[3] = { { KZ_T_IQ2_XXS, 256, 1, 66, wq, NULL, 0 }, { KZ_T_Q4_0, 48, 1, 27, wq, NULL, 0 }, { KZ_T_Q4_0, 64, 2, 18, wq, NULL, 0 } };
+        kz_wmat bad[3] = { { KZ_T_IQ2_XXS, 256, 1, 66, wq, NULL, 0, NULL }, { KZ_T_Q4_0, 48, 1, 27, wq, NULL, 0, NULL }, { KZ_T_Q4_0, 64, 2, 18, wq, NULL, 0, NULL } };
         for (int i = 0; i < 3; i++) {
             y[0] = y[1] = 0;
             matmul1(pools[1], &bad[i], x, 1, y, 2, wq);

@@ -76,6 +76,8 @@ struct kz_seq {
     const atomic_int *chunk_abort; /* abort_flag while an abortable chunk runs, else NULL */
     float *state_bak;       /* GDN conv + ssm state before the current chunk, same layout */
     int n_gdn_saved;        /* GDN layers (in state_idx order) whose state state_bak holds */
+    kz_mm_observer observe; /* kz_seq_set_mm_observer; NULL: none */
+    void *observe_user;
     /* profiling */
     int prof_on;
     double prof_t;          /* clock at the end of the last profiled part */

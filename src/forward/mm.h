@@ -4,10 +4,12 @@
 #define KZ_FORWARD_MM_H
 #include "forward/internal.h"
 #include "matmul/matmul.h"
+#include "nn/ops.h"
 
 /* y[t][0..n_out) (row stride ldy) = w x[t] for n tokens */
 static inline void mm(kz_seq *s, const kz_wmat *w, const float *x, int n, float *y, size_t ldy) {
     if (seq_aborted(s)) return;
+    if (s->observe) s->observe(s->observe_user, w, x, n);
     kz_matmul(s->pool, &(kz_mm){.w = {w}, .nw = 1, .x = x, .n_tok = n, .y = {y}, .ldy = {(int64_t)ldy},
                                 .abort = s->chunk_abort, .work = s->mm_work});
 }
@@ -17,6 +19,11 @@ static inline void mm(kz_seq *s, const kz_wmat *w, const float *x, int n, float 
 static inline void mm_group(kz_seq *s, const kz_wmat *const *w, int nw, const float *x, int n, float *const *y,
                             const size_t *ldy, const kz_mm_pre *pre) {
     if (!pre && seq_aborted(s)) return;
+    if (s->observe) { /* the input must exist before the observer sees it: run pre first */
+        if (pre) pre->fn(pre->arg);
+        pre = NULL;
+        for (int i = 0; i < nw; i++) s->observe(s->observe_user, w[i], x, n);
+    }
     kz_mm a = {.nw = nw, .x = x, .n_tok = pre ? 1 : n, .pre = pre, .abort = pre ? NULL : s->chunk_abort,
                .work = s->mm_work}; /* with pre: one token, rows of n_out */
     for (int i = 0; i < nw; i++) {
@@ -29,12 +36,22 @@ static inline void mm_group(kz_seq *s, const kz_wmat *const *w, int nw, const fl
 
 /* one token: y = w_down silu(gate) * up, the SwiGLU done as X is quantised */
 static inline void mm_swiglu_down(kz_seq *s, const kz_wmat *w, float *gate, const float *up, float *y) {
+    if (s->observe) { /* the SwiGLU into gate first (as the multi-token path does), then a plain matmul */
+        kz_swiglu(gate, up, (int)w->n_in);
+        mm(s, w, gate, 1, y, 0);
+        return;
+    }
     kz_matmul(s->pool, &(kz_mm){.w = {w}, .nw = 1, .n_tok = 1, .swiglu = {gate, up}, .y = {y}, .work = s->mm_work});
 }
 
 /* one row of logits y = w x (x made by pre, as mm_group's), returning its argmax */
 static inline int64_t mm_argmax(kz_seq *s, const kz_wmat *w, const float *x, float *y, const kz_mm_pre *pre) {
     int64_t am = -1;
+    if (s->observe) {
+        if (pre) pre->fn(pre->arg);
+        pre = NULL;
+        s->observe(s->observe_user, w, x, 1);
+    }
     kz_matmul(s->pool, &(kz_mm){.w = {w}, .nw = 1, .x = x, .n_tok = 1, .y = {y}, .pre = pre, .argmax = &am,
                                 .work = s->mm_work});
     return am;

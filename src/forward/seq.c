@@ -299,6 +299,12 @@ void kz_seq_set_abort(kz_seq *s, const atomic_int *flag) {
     if (s) s->abort_flag = flag;
 }
 
+void kz_seq_set_mm_observer(kz_seq *s, kz_mm_observer fn, void *user) {
+    if (!s) return;
+    s->observe = fn;
+    s->observe_user = user;
+}
+
 /* copy (save = 1) or restore (save = 0) GDN layer idx's conv + ssm state */
 static void gdn_state_copy(kz_seq *s, int idx, int save) {
     const size_t nl = (size_t)s->m->hp.n_gdn_layers;

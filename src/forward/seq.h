@@ -60,6 +60,12 @@ void kz_profile_print(const kz_profile *p, FILE *f);
 #define KZ_FWD_ABORTED (-2)
 /* flag checked inside prefill chunks (n > 1); NULL disables. Must outlive its use. */
 void kz_seq_set_abort(kz_seq *s, const atomic_int *flag);
+/* Observer of every matrix multiplication (kazeia imatrix): called on the kz_forward thread with
+ * the weight (w->name: its GGUF tensor) and the n f32 rows of w->n_in floats about to enter it.
+ * While one is set, one-token steps compute their input before the matmul instead of inside it
+ * (slower; the outputs are unchanged). NULL (the default) costs one pointer test per matmul. */
+typedef void (*kz_mm_observer)(void *user, const kz_wmat *w, const float *x, int n);
+void kz_seq_set_mm_observer(kz_seq *s, kz_mm_observer fn, void *user);
 int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float *logits,
                int want_all, char *err, size_t errlen);
 /* kz_argmax of the last logits row the last kz_forward wrote, when it wrote one row (the LM head

@@ -21,6 +21,7 @@ typedef struct {
      * option repack_weights); rows from n_q4_0_16x4 on are read from data. NULL: none. */
     const void *q4_0_16x4;
     int64_t n_q4_0_16x4;
+    const char *name; /* its GGUF tensor name (owned by the model's file), for observers; may be NULL */
 } kz_wmat;
 
 /* A step that makes X, run by the calling thread at the start of a one-token dispatch (a decode

@@ -166,6 +166,7 @@ int kz_ld_mat(kz_tload *L, const char *name, int64_t n_in, int64_t n_out, kz_wma
     w->n_out = n_out;
     w->row_bytes = rb;
     w->data = ti->data;
+    w->name = ti->name;
     return 0;
 }
 

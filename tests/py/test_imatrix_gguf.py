@@ -194,3 +194,51 @@ def test_refused(tmp_path):
             L.kz_imatrix_free(im)
         else:
             assert not im and word in err.value, err.value
+
+
+def test_read_by_llamacpp_gguf(tmp_path):
+    """llama.cpp's own GGUF reader (libggml-base through ctypes) on our file: the checks
+    common/imatrix-loader.cpp and llama-quantize make (keys and their types, F32 pairs)."""
+    import llama_cpp
+    L = lib()
+    err = ctypes.create_string_buffer(512)
+    im = L.kz_imatrix_new()
+    x = np.random.default_rng(1).standard_normal((20, 64)).astype(np.float32)
+    for n in (b"blk.0.attn_q.weight", b"blk.0.ffn_down.weight"):
+        assert L.kz_imatrix_add(im, n, 64, f32p(x), 20, err, 512) == 0
+    out = tmp_path / "im.gguf"
+    assert L.kz_imatrix_write(im, str(out).encode(), b"t.txt", 3, 128, err, 512) == 0, err.value
+    L.kz_imatrix_free(im)
+
+    G = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+
+    class Params(ctypes.Structure):
+        _fields_ = [("no_alloc", ctypes.c_bool), ("ctx", ctypes.c_void_p)]
+
+    vp, i64 = ctypes.c_void_p, ctypes.c_int64
+    G.gguf_init_from_file.argtypes = [ctypes.c_char_p, Params]
+    G.gguf_init_from_file.restype = vp
+    for f, a, r in [("gguf_find_key", [vp, ctypes.c_char_p], i64), ("gguf_get_kv_type", [vp, i64], ctypes.c_int),
+                    ("gguf_get_arr_type", [vp, i64], ctypes.c_int), ("gguf_get_arr_n", [vp, i64], ctypes.c_size_t),
+                    ("gguf_get_arr_str", [vp, i64, ctypes.c_size_t], ctypes.c_char_p),
+                    ("gguf_get_val_u32", [vp, i64], ctypes.c_uint32), ("gguf_get_val_str", [vp, i64], ctypes.c_char_p),
+                    ("gguf_get_n_tensors", [vp], i64), ("gguf_get_tensor_name", [vp, i64], ctypes.c_char_p),
+                    ("gguf_get_tensor_type", [vp, i64], ctypes.c_int), ("gguf_free", [vp], None)]:
+        getattr(G, f).argtypes, getattr(G, f).restype = a, r
+    g = G.gguf_init_from_file(str(out).encode(), Params(True, None))
+    assert g, "llama.cpp's gguf reader refused our file"
+    try:
+        k = G.gguf_find_key(g, b"general.type")
+        assert G.gguf_get_kv_type(g, k) == 8 and G.gguf_get_val_str(g, k) == b"imatrix"
+        k = G.gguf_find_key(g, b"imatrix.datasets")
+        assert G.gguf_get_kv_type(g, k) == 9 and G.gguf_get_arr_type(g, k) == 8  # array of strings
+        assert G.gguf_get_arr_n(g, k) == 1 and G.gguf_get_arr_str(g, k, 0) == b"t.txt"
+        for key, v in ((b"imatrix.chunk_count", 3), (b"imatrix.chunk_size", 128)):
+            k = G.gguf_find_key(g, key)
+            assert G.gguf_get_kv_type(g, k) == 4 and G.gguf_get_val_u32(g, k) == v  # UINT32
+        names = [G.gguf_get_tensor_name(g, i) for i in range(G.gguf_get_n_tensors(g))]
+        assert names == [b"blk.0.attn_q.weight.in_sum2", b"blk.0.attn_q.weight.counts",
+                         b"blk.0.ffn_down.weight.in_sum2", b"blk.0.ffn_down.weight.counts"]
+        assert all(G.gguf_get_tensor_type(g, i) == 0 for i in range(len(names)))  # GGML_TYPE_F32
+    finally:
+        G.gguf_free(g)
