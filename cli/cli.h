@@ -6,4 +6,6 @@ int cmd_info(int argc, char **argv);     /* cli/cmd_info.c */
 int cmd_logits(int argc, char **argv);   /* cli/cmd_logits.c */
 int cmd_tokenize(int argc, char **argv); /* cli/cmd_tokenize.c */
 int cmd_bench(int argc, char **argv);    /* cli/cmd_bench.c */
+int cmd_bench_cascade(int argc, char **argv); /* cli/bench/cascade.c */
+int cmd_guard(int argc, char **argv);         /* cli/cmd_guard.c */
 #endif

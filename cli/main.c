@@ -12,6 +12,7 @@ static void usage(FILE *f) {
             "  logits    -m MODEL.gguf --tokens ..  dump logits for a token sequence (testing)\n"
             "  tokenize  -m MODEL.gguf [-f FILE]    token ids of text (testing)\n"
             "  bench     -m MODEL.gguf [-p N -n N]  prefill/decode speed, memory bandwidth use\n"
+            "  guard     -m GUARD.gguf -p PROMPT    Qwen3Guard-Gen verdict as one line of JSON\n"
             "Run 'kazeia <command> --help' for the options of a command.\n");
 }
 
@@ -30,6 +31,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "guard")) return cmd_guard(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
     if (!strcmp(c, "--version")) { printf("kazeia %s\n", kz_version()); return 0; }
     fprintf(stderr, "kazeia: unknown command '%s'\n", c);
