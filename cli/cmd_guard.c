@@ -17,14 +17,28 @@ static void usage(FILE *f) {
                "  -t T                   threads (default: all CPUs)\n");
 }
 
-/* s as a JSON string body */
+/* length of the valid UTF-8 sequence at p (1..4), or 0 when it is not one */
+static int utf8_len(const unsigned char *p) {
+    int n = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 && p[0] >= 0xC2 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
+          : (p[0] & 0xF8) == 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if (n == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0))) return 0;
+    if (n == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))) return 0;
+    return n;
+}
+
+/* s as a JSON string (the guard's text may hold any bytes: invalid UTF-8 becomes U+FFFD) */
 static void json_str(const char *s) {
     putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = utf8_len(p);
+        if (n == 0) { printf("\\ufffd"); p++; continue; }
         if (*p == '"' || *p == '\\') printf("\\%c", *p);
         else if (*p == '\n') printf("\\n");
         else if (*p < 0x20) printf("\\u%04x", *p);
-        else putchar(*p);
+        else fwrite(p, 1, (size_t)n, stdout);
+        p += n;
     }
     putchar('"');
 }

@@ -122,19 +122,21 @@ static void cascade_usage(FILE *f) {
                "  -t T          threads (default: all CPUs)\n"
                "  --kv f16|f32|q8_0  KV cache type (default f16)\n"
                "  --no-repack   keep the Q4_0 weights zero-copy\n"
+               "  --predict     only the prediction (nothing is loaded)\n"
                "  --json        one JSON object on stdout\n");
 }
 
 int cmd_bench_cascade(int argc, char **argv) {
     const char *thinker = NULL, *guard = NULL, *kvs = "f16";
     long n_ctx = 4096, g_ctx = -1, threads = 0;
-    int json = 0, repack = -1;
+    int json = 0, repack = -1, predict = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--cascade")) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { cascade_usage(stdout); return 0; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--no-repack")) { repack = 0; continue; }
+        if (!strcmp(a, "--predict")) { predict = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "kazeia bench: %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         int bad = 0;
@@ -155,6 +157,31 @@ int cmd_bench_cascade(int argc, char **argv) {
     else { fprintf(stderr, "kazeia bench: bad value '%s' for --kv (expected f16, f32 or q8_0)\n", kvs); return 2; }
     if (g_ctx < 0) g_ctx = n_ctx;
 
+    if (predict) {
+        const char *paths[2] = {thinker, guard}, *roles[2] = {"thinker", "guard"};
+        const long ctxs[2] = {n_ctx, g_ctx};
+        uint64_t total = 0;
+        for (int k = 0; k < 2; k++) {
+            if (!paths[k]) continue;
+            char err[512];
+            kz_model_params mp = kz_model_default_params();
+            mp.n_threads = (int)threads;
+            if (repack >= 0) mp.repack_weights = repack;
+            kz_context_params cp = kz_context_default_params();
+            cp.n_ctx = (int)ctxs[k];
+            cp.n_threads = (int)threads;
+            cp.kv_type = kv;
+            kz_memory_report r;
+            if (kz_memory_estimate(paths[k], &mp, &cp, &r, err, sizeof err)) { fprintf(stderr, "kazeia bench: %s\n", err); return 1; }
+            printf("%-8s n_ctx %-6ld model %9.1f MiB  context %9.1f MiB (KV %.1f, GDN %.1f, checkpoints %.1f, scratch %.1f)"
+                   "  total %9.1f MiB  %s\n",
+                   roles[k], ctxs[k], mibb(r.model_total), mibb(r.context_total), mibb(r.kv), mibb(r.gdn_state),
+                   mibb(r.checkpoints), mibb(r.scratch), mibb(r.total), paths[k]);
+            total += r.total;
+        }
+        printf("TOTAL predicted %.1f MiB (%.2f GiB), KV %s\n", mibb(total), total / 1073741824.0, kvs);
+        return 0;
+    }
     row rows[2];
     int nr = 0, rc = 0;
     kz_model *ms[2] = {NULL, NULL};

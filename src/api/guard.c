@@ -364,7 +364,9 @@ static int run_check(kz_guard *g, const kz_guard_msg *msgs, int n, int final, kz
     v->refusal = response ? o.refusal : -1;
     v->unsafe = v->label == KZ_GUARD_UNSAFE || (g->p.policy == KZ_GUARD_STRICT && v->label == KZ_GUARD_CONTROVERSIAL);
     v->blocked = v->unsafe && g->p.action == KZ_GUARD_BLOCK;
-    snprintf(v->text, sizeof v->text, "%s", text);
+    size_t keep = strlen(text) < sizeof v->text - 1 ? strlen(text) : sizeof v->text - 1; /* cut to fit */
+    memcpy(v->text, text, keep);
+    v->text[keep] = 0;
     v->t_ms = kz_now_ms() - t0;
     return 0;
 }
