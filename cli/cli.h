@@ -9,4 +9,6 @@ int cmd_bench(int argc, char **argv);    /* cli/cmd_bench.c */
 int cmd_quantize(int argc, char **argv); /* cli/cmd_quantize.c */
 int cmd_perplexity(int argc, char **argv); /* cli/cmd_perplexity.c */
 int cmd_imatrix(int argc, char **argv);    /* cli/cmd_imatrix.c */
+int cmd_bench_cascade(int argc, char **argv); /* cli/bench/cascade.c */
+int cmd_guard(int argc, char **argv);         /* cli/cmd_guard.c */
 #endif

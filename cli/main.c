@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "  quantize  IN.gguf OUT.gguf TYPE      quantise a model (Q4_K_M, Q4_0, IQ4_NL, ...)\n"
             "  perplexity -m MODEL.gguf -f TEXT   perplexity; KL divergence vs a reference (llama.cpp's method)\n"
             "  imatrix   -m MODEL.gguf -f TEXT -o OUT.gguf  importance matrix for quantize (llama.cpp's format)\n"
+            "  guard     -m GUARD.gguf -p PROMPT    Qwen3Guard-Gen verdict as one line of JSON\n"
             "Run 'kazeia <command> --help' for the options of a command.\n");
 }
 
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(c, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(c, "imatrix")) return cmd_imatrix(argc - 1, argv + 1);
+    if (!strcmp(c, "guard")) return cmd_guard(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
     if (!strcmp(c, "--version")) { printf("kazeia %s\n", kz_version()); return 0; }
     fprintf(stderr, "kazeia: unknown command '%s'\n", c);

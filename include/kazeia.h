@@ -252,6 +252,164 @@ KZ_API kz_quantize_params kz_quantize_default_params(void);
 /* Quantise in to out (see above). Returns KZ_OK, or a status with a one-line message in err. */
 KZ_API kz_status kz_quantize(const char *in, const char *out, const kz_quantize_params *p, char *err,
                              size_t errlen);
+/* ---- guard cascade and memory budget (issue 24: guard) ----
+ * A guard model (Qwen3Guard-Gen: a Qwen3 dense GGUF) moderating the user's prompt before the
+ * main model (the "thinker") answers, and the answer while it streams. Usage:
+ *
+ *   kz_guard *g = kz_guard_new(guard_model, NULL, err, sizeof err);
+ *   kz_guard_verdict v;
+ *   if (kz_guard_check_prompt(g, user, &v) == 0 && !v.blocked) {
+ *       kz_guard_stream gs = {g, on_piece, app_data};          (the app's own piece callback)
+ *       kz_guard_response_begin(g, user);
+ *       kz_generate(thinker, NULL, user, 512, kz_guard_stream_piece, &gs, &stats);
+ *       kz_guard_stream_end(&gs);                      final check unless a verdict stopped it
+ *       if (gs.verdict.blocked) ... withdraw the answer ...
+ *   }
+ *
+ * Cores: the guard has its own context and worker pool and runs only inside these calls, on
+ * the caller's thread; in the flow above that is the thinker's piece callback, while the
+ * thinker waits (its workers sleep after a 50 us spin), so the two never compute at once and
+ * the cores are not oversubscribed. Do not call a guard while a thinker runs on another thread.
+ * One kz_guard is used by one thread at a time. */
+typedef struct kz_guard kz_guard;
+
+typedef enum { KZ_GUARD_SAFE = 0, KZ_GUARD_CONTROVERSIAL = 1, KZ_GUARD_UNSAFE = 2 } kz_guard_label;
+typedef enum {
+    KZ_GUARD_STRICT = 0, /* Controversial counts as Unsafe */
+    KZ_GUARD_LOOSE = 1   /* Controversial counts as Safe */
+} kz_guard_policy;
+typedef enum {
+    KZ_GUARD_BLOCK = 0,  /* an unsafe verdict sets blocked: kz_guard_stream_piece stops generation */
+    KZ_GUARD_FLAG = 1    /* an unsafe verdict is reported (unsafe = 1), nothing is stopped */
+} kz_guard_action;
+
+/* Categories (bits of kz_guard_verdict.categories), as Qwen3Guard-Gen names them. */
+#define KZ_GUARD_CAT_VIOLENT      (1u << 0) /* "Violent" */
+#define KZ_GUARD_CAT_ILLEGAL      (1u << 1) /* "Non-violent Illegal Acts" */
+#define KZ_GUARD_CAT_SEXUAL       (1u << 2) /* "Sexual Content or Sexual Acts" */
+#define KZ_GUARD_CAT_PII          (1u << 3) /* "PII" */
+#define KZ_GUARD_CAT_SELF_HARM    (1u << 4) /* "Suicide & Self-Harm" */
+#define KZ_GUARD_CAT_UNETHICAL    (1u << 5) /* "Unethical Acts" */
+#define KZ_GUARD_CAT_POLITICAL    (1u << 6) /* "Politically Sensitive Topics" */
+#define KZ_GUARD_CAT_COPYRIGHT    (1u << 7) /* "Copyright Violation" */
+#define KZ_GUARD_CAT_JAILBREAK    (1u << 8) /* "Jailbreak" (prompts only) */
+/* The category's name for bit i (0..8), or NULL. */
+KZ_API const char *kz_guard_category_name(int i);
+
+typedef struct {
+    kz_guard_policy policy; /* default STRICT */
+    kz_guard_action action; /* default BLOCK */
+    int check_every;        /* response: a check every N pieces (one per generated token) of the
+                             * answer, and one at the end; 0 = only at the end. Default 32 */
+    int max_verdict_tokens; /* tokens generated after the label for the Categories / Refusal lines
+                             * (greedy); 0 = the label alone (one forward pass). Default 24.
+                             * Checks in mid-answer generate them only when the label is not Safe */
+    int n_ctx;              /* guard context (prompt + answer + ~420 template tokens); 0 = 4096 */
+    int n_threads;          /* 0 = the guard model's pool size */
+    kz_kv_type kv_type;     /* default F16 */
+} kz_guard_params;
+
+typedef struct {
+    kz_guard_label label;   /* the verdict (after the fallback, see malformed) */
+    float p_safe, p_controversial, p_unsafe; /* probabilities (softmax over the whole vocabulary)
+                             * of the three labels' first tokens after "Safety:" */
+    unsigned categories;    /* KZ_GUARD_CAT_* bits parsed from the Categories line (0 = None) */
+    int refusal;            /* response checks: 1 "Refusal: Yes", 0 "No"; -1 not given */
+    int unsafe;             /* the label counts as unsafe under the policy */
+    int blocked;            /* unsafe and the action is BLOCK */
+    /* 1 when the guard's output did not follow the grammar (docs/guard.md). Fallback: the label
+     * of the "Safety:" line when that line is valid; else the most probable of the three labels
+     * when they hold at least half the probability; else Controversial (so STRICT blocks and
+     * LOOSE lets through). Categories keep the names recognised; refusal -1 when its line is bad. */
+    int malformed;
+    int n_eval;             /* guard tokens evaluated by this check (prompt part, suffix, lines) */
+    int n_reused;           /* guard tokens kept from the previous check (not evaluated again) */
+    double t_ms;            /* wall time of the check */
+    char text[160];         /* the guard's output from "Safety:" on (cut to fit), for logs */
+} kz_guard_verdict;
+
+KZ_API kz_guard_params kz_guard_default_params(void);
+/* A guard on guard_model (an attention-only qwen3 model; it must outlive the guard). p NULL =
+ * defaults. NULL on failure with the message in err. */
+KZ_API kz_guard *kz_guard_new(kz_model *guard_model, const kz_guard_params *p, char *err, size_t errlen);
+KZ_API void kz_guard_free(kz_guard *g);
+/* The last call's message ("" after a success) and status. */
+KZ_API const char *kz_guard_error(const kz_guard *g);
+KZ_API kz_status kz_guard_status(const kz_guard *g);
+
+/* Prompt moderation of one user message. 0 (verdict in *v) or -1 (error: v->blocked is set
+ * anyway, so a caller that ignores the return value fails closed). */
+KZ_API int kz_guard_check_prompt(kz_guard *g, const char *user, kz_guard_verdict *v);
+/* Moderation of a conversation: roles "system" / "user" / "assistant"; the last message's
+ * role picks the task (user: prompt moderation, else response moderation). 0 or -1 as above. */
+KZ_API int kz_guard_check_messages(kz_guard *g, const char *const *roles, const char *const *contents, int n,
+                                   kz_guard_verdict *v);
+
+/* Response moderation of one answer, append-only: begin with the user's prompt, feed the
+ * answer's text as it is produced (each call one piece), end. A check every check_every pieces
+ * re-uses the guard's state of the previous check: only the tokens after the longest common
+ * token prefix (the last word of the previous text, the new text and the fixed tail of the
+ * template) are evaluated.
+ * feed: 1 when a check ran (verdict in *v), 0 when the text was only buffered, -1 on error. */
+KZ_API int kz_guard_response_begin(kz_guard *g, const char *user);
+KZ_API int kz_guard_response_feed(kz_guard *g, const char *text, size_t len, kz_guard_verdict *v);
+/* The final check of the whole answer (lines always generated). 0 or -1 (v->blocked set). */
+KZ_API int kz_guard_response_end(kz_guard *g, kz_guard_verdict *v);
+
+/* Streaming glue: pass kz_guard_stream_piece as the kz_piece_cb of kz_generate (or of any
+ * generator with that callback type) and a kz_guard_stream as its userdata. Each piece goes to
+ * cb first (when set), then to kz_guard_response_feed; a blocking verdict or a guard error
+ * returns non-zero, which stops the generation (fail closed). */
+typedef struct {
+    kz_guard *guard;
+    kz_piece_cb cb;           /* the application's own callback, or NULL */
+    void *userdata;           /* its userdata */
+    kz_guard_verdict verdict; /* the last check's verdict (zeroed: none yet) */
+    int n_checks;             /* checks run */
+    int stopped;              /* 1: a verdict (or a guard error) stopped the generation */
+    int error;                /* 1: the guard failed (kz_guard_error says why) */
+} kz_guard_stream;
+KZ_API int kz_guard_stream_piece(const char *piece, size_t len, void *stream);
+/* After the generation: the final check unless the stream was stopped. 0 or -1. */
+KZ_API int kz_guard_stream_end(kz_guard_stream *s);
+
+/* The whole cascade for one turn of kz_generate: prompt check (a blocking verdict returns
+ * before the thinker runs: stats->n_prompt = n_gen = 0, stop CANCELLED), then the answer
+ * generated with response moderation every check_every pieces (a blocking verdict stops it,
+ * stop CANCELLED) and the final check. *v: the verdict that stopped it or the last one.
+ * 0, or -1 on a thinker or guard error (v->blocked is then set). */
+KZ_API int kz_guard_generate(kz_guard *g, kz_context *thinker, const char *system, const char *user, int max_tokens,
+                             kz_piece_cb cb, void *userdata, kz_stats *stats, kz_guard_verdict *v);
+
+/* Memory budget: the resident bytes a model and one context on it will take, predicted from
+ * the file's header, the model's shapes and the parameters, before anything large is
+ * allocated (the file is opened and its header and vocabulary read; no weight is touched).
+ * Resident means what a long conversation makes resident: the weight pages a forward pass
+ * reads (the whole file but the untied embedding table, whose rows are read one per token),
+ * the repacked copies that replace file pages, and the context's KV cache filled to n_ctx. */
+typedef struct {
+    /* model */
+    uint64_t file_bytes;        /* the GGUF file, mapped (not all of it resident) */
+    uint64_t weights_file;      /* file pages a forward pass reads (header and vocabulary included) */
+    uint64_t weights_repacked;  /* anonymous copies of the Q4_0 matrices (repack_weights) */
+    uint64_t model_heap;        /* f32 copies of small tensors, tokenizer tables, metadata */
+    uint64_t model_total;
+    /* context */
+    uint64_t kv;                /* KV cache at n_ctx */
+    uint64_t gdn_state;         /* Gated DeltaNet conv + recurrent state and its cancel copy */
+    uint64_t checkpoints;       /* kz_generate's snapshot after a system prompt (without its KV rows) */
+    uint64_t scratch;           /* activations arena, matmul work area, token history, logits, sampler */
+    uint64_t context_total;
+    uint64_t total;             /* model_total + context_total */
+} kz_memory_report;
+/* path: the GGUF file; mp / cp: the parameters it will be loaded and run with (NULL =
+ * defaults). 0, or -1 with a message in err. */
+KZ_API int kz_memory_estimate(const char *path, const kz_model_params *mp, const kz_context_params *cp,
+                              kz_memory_report *out, char *err, size_t errlen);
+/* The same for a loaded model (its load parameters as they were). */
+KZ_API int kz_memory_estimate_model(const kz_model *m, const kz_context_params *cp, kz_memory_report *out,
+                                    char *err, size_t errlen);
+/* ---- end of guard cascade and memory budget ---- */
 
 #ifdef __cplusplus
 }

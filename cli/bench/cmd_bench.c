@@ -42,6 +42,7 @@ static void bench_usage(FILE *f) {
     fprintf(f,
             "usage: kazeia bench -m MODEL.gguf [options]     prefill/decode speed + bandwidth use\n"
             "       kazeia bench --membw [-t T] [--json]    only measure memory read bandwidth\n"
+            "       kazeia bench --cascade -m THINKER --guard GUARD [-c CTX]  resident memory (--cascade --help)\n"
             "  -p N             prefill tokens (default 512; 0 = no prefill test)\n"
             "  -n N             decode tokens (default 128; 0 = no decode test)\n"
             "  -t T             threads (default: all CPUs)\n"
@@ -245,6 +246,8 @@ int cmd_bench(int argc, char **argv) {
     long membw_mib = 1024, membw_passes = 5, membw_every = 16, membw_inter_mib = 256, mm_rounds = 0;
     double membw_given = 0;
     int json = 0, membw_only = 0, no_membw = 0, profile = 0, repack = -1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--cascade")) return cmd_bench_cascade(argc, argv); /* cli/bench/cascade.c */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }

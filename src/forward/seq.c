@@ -337,3 +337,46 @@ int kz_seq_chunk_end(kz_seq *s) {
     s->chunk_abort = NULL;
     return cancelled;
 }
+
+/* ---------------- memory budget ---------------- */
+
+int kz_seq_plan_bytes(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_kv_type kv, kz_seq_bytes *out) {
+    memset(out, 0, sizeof *out);
+    if (!m || n_ctx <= 0 || n_batch <= 0 || n_threads <= 0) return -1;
+    const kz_hparams *hp = &m->hp;
+    if (n_batch > n_ctx) n_batch = n_ctx;
+    kz_seq s; /* sizes only: plan_scratch reads m, n_ctx, n_batch, nth and kv_type */
+    memset(&s, 0, sizeof s);
+    s.m = m;
+    s.n_ctx = n_ctx;
+    s.n_batch = n_batch;
+    s.nth = n_threads > 512 ? 512 : n_threads;
+    s.kv_type = kv;
+    arena plan = {NULL, 0, 1};
+    plan_scratch(&s, &plan);
+    const size_t row_bytes = kz_kv_type_row_bytes(kv, hp->head_dim);
+    const size_t conv = (size_t)hp->ssm_conv_dim * (size_t)(hp->ssm_d_conv > 0 ? hp->ssm_d_conv - 1 : 0);
+    const size_t ssm = (size_t)hp->ssm_n_v_heads * (size_t)hp->ssm_head_v_dim * (size_t)hp->ssm_d_state;
+    size_t kvl = 0;
+    int ok = plan.ok && mul3(&kvl, (size_t)hp->n_head_kv * row_bytes, (size_t)n_ctx, 1) &&
+             mul3(&out->kv, kvl, 2, (size_t)hp->n_attn_layers) &&
+             mul3(&out->gdn_state, conv + ssm, sizeof(float), (size_t)hp->n_gdn_layers) &&
+             mul3(&out->arena, plan.off, sizeof(float), 1);
+    out->mm_work = maxz(mm_work_bytes(m, n_batch), mm_work_bytes(m, 1));
+    out->attn_cnt = s.attn.max_items * sizeof(atomic_int);
+    return ok ? 0 : -1;
+}
+
+/* rewrite one byte per page with its own value: a write fault makes the page resident, nothing changes */
+static void touch_pages(void *p, size_t bytes) {
+    volatile char *c = p;
+    for (size_t o = 0; p && o < bytes; o += 4096) c[o] = c[o];
+}
+
+void kz_seq_touch(kz_seq *s) {
+    kz_seq_bytes b;
+    if (!s || kz_seq_plan_bytes(s->m, s->n_ctx, s->n_batch, s->nth, s->kv_type, &b) != 0) return;
+    touch_pages(s->kv_mem, b.kv);
+    touch_pages(s->arena, b.arena);
+    touch_pages(s->mm_work, b.mm_work);
+}

@@ -28,6 +28,21 @@ typedef struct {
 void kz_seq_view_get(kz_seq *s, kz_seq_view *v);
 /* Position after the state buffers were filled from a saved state; -1 unless 0 <= n <= n_ctx. */
 int kz_seq_set_n_past(kz_seq *s, int n_past);
+/* Memory budget: the bytes kz_seq_new allocates for these parameters (n_threads: the pool
+ * size), without allocating. 0, or -1 on a bad parameter or an overflow. */
+typedef struct {
+    size_t kv;        /* KV cache, all attention layers, n_ctx rows */
+    size_t gdn_state; /* GDN conv + recurrent states (a cancellable prefill adds one copy) */
+    size_t arena;     /* activation scratch of one n_batch chunk */
+    size_t mm_work;   /* matmul work area */
+    size_t attn_cnt;  /* decode attention counters */
+} kz_seq_bytes;
+int kz_seq_plan_bytes(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_kv_type kv, kz_seq_bytes *out);
+/* Write one byte of every page of the KV cache, the scratch arena and the matmul work area, as
+ * a full context and a full prefill chunk would: the resident size of a full context can then
+ * be measured without evaluating n_ctx tokens (kazeia bench --cascade). Each byte is written
+ * with its own value: the state does not change. */
+void kz_seq_touch(kz_seq *s);
 /* Optional per-part wall-time breakdown of kz_forward (off by default; on, it reads the clock
  * twice per part and layer). Parts in forward order. */
 typedef enum {

@@ -837,3 +837,13 @@ size_t kz_utf8_flush(kz_utf8_stream *st, char *out, size_t cap) {
     st->n = 0;
     return o;
 }
+
+size_t kz_tok_mem_bytes(const kz_tokenizer *t) {
+    if (!t) return 0;
+    const size_t n = (size_t)t->n;
+    size_t nsp = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((t->type[i] == KZ_TOKTYPE_CONTROL || t->type[i] == KZ_TOKTYPE_USER_DEFINED) && t->toff[i + 1] > t->toff[i]) nsp++;
+    return sizeof *t + (size_t)t->toff[n] + 1 + (size_t)t->doff[n] + 1 + 2 * (n + 1) * sizeof(uint32_t) + 2 * n +
+           ((size_t)t->tmask + 1) * sizeof *t->tmap + ((size_t)t->pmask + 1) * sizeof *t->pmap + nsp * sizeof *t->sp;
+}

@@ -35,6 +35,9 @@ int kz_tok_is_eog(const kz_tokenizer *t, int32_t id);
 int kz_tok_is_control(const kz_tokenizer *t, int32_t id); /* token_type CONTROL */
 int32_t kz_tok_eos(const kz_tokenizer *t);
 
+/* bytes the tokenizer's tables take (the memory budget) */
+size_t kz_tok_mem_bytes(const kz_tokenizer *t);
+
 /* Streaming UTF-8 assembler: never emits half a code point. Invalid sequences become U+FFFD,
  * one per maximal ill-formed subpart (Python's errors='replace'). Zero-initialise the struct.
  * Every ill-formed byte can become 3 output bytes, so cap must be >= KZ_UTF8_FEED_CAP(n)

@@ -43,7 +43,8 @@ typedef struct {
 
 /* ---------------- presets ---------------- */
 
-static const char *const k_presets[] = { "qwen35-0.8b", "qwen35-2b", "qwen35-4b", "qwen35-9b", "qwen3-4b",
+static const char *const k_presets[] = { "qwen35-0.8b", "qwen35-2b", "qwen35-4b", "qwen35-9b", "qwen3-0.6b", "qwen3-4b",
+                                         "qwen3-8b",
                                          "qwen35-tiny", "qwen3-tiny", NULL };
 
 const char *const *kz_mkmodel_preset_names(void) { return k_presets; }
@@ -100,6 +101,13 @@ int kz_mkmodel_preset(const char *name, kz_mkmodel_cfg *c) {
     } else if (!strcmp(name, "qwen3-4b")) {
         base_qwen3(c);
         c->n_layer = 36; c->n_embd = 2560; c->n_ff = 9728; c->n_head = 32; c->n_head_kv = 8;
+    } else if (!strcmp(name, "qwen3-0.6b")) { /* Qwen3-0.6B / Qwen3Guard-Gen-0.6B config.json */
+        base_qwen3(c);
+        c->n_layer = 28; c->n_embd = 1024; c->n_ff = 3072; c->n_head = 16; c->n_head_kv = 8;
+    } else if (!strcmp(name, "qwen3-8b")) { /* Qwen3-8B / Qwen3Guard-Gen-8B: untied LM head */
+        base_qwen3(c);
+        c->n_layer = 36; c->n_embd = 4096; c->n_ff = 12288; c->n_head = 32; c->n_head_kv = 8;
+        c->tied = 0;
     } else if (!strcmp(name, "qwen35-tiny")) {
         base_qwen35(c);
         c->n_layer = 8; c->n_embd = 256; c->n_ff = 512; c->n_head = 4; c->n_head_kv = 2;

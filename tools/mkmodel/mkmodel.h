@@ -43,7 +43,8 @@ typedef struct {
 } kz_mkmodel_cfg;
 #define KZ_MKMODEL_MIX_Q4_K_M 1
 
-/* Fill cfg with a preset: qwen35-0.8b, qwen35-2b, qwen35-4b, qwen35-9b, qwen3-4b,
+/* Fill cfg with a preset: qwen35-0.8b, qwen35-2b, qwen35-4b, qwen35-9b, qwen3-0.6b,
+ * qwen3-4b, qwen3-8b,
  * qwen35-tiny, qwen3-tiny. Type defaults to F16, seed 1. Returns 0, or -1 if unknown. */
 int kz_mkmodel_preset(const char *name, kz_mkmodel_cfg *cfg);
 /* NULL-terminated list of preset names */
