@@ -176,3 +176,10 @@ FORCE:
 .PHONY: FORCE print-src all dev tests-build test test-c test-py py-deps example demo clean fuzz fuzz-smoke fuzz-seeds
 -include $(DEPS)
 -include $(FUZZ_OBJ:.o=.d)
+
+# ---- chat (issue 24): `kazeia chat` through a real terminal (tmux), part of `make test` ----
+test-chat-tty: all
+	@if command -v tmux >/dev/null; then KZ_BUILD=$(BUILD) bash tests/chat_tty.sh; \
+	 else echo "test-chat-tty: tmux is not installed, skipped (apt-get install tmux)"; fi
+test: test-chat-tty
+.PHONY: test-chat-tty

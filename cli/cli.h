@@ -6,4 +6,5 @@ int cmd_info(int argc, char **argv);     /* cli/cmd_info.c */
 int cmd_logits(int argc, char **argv);   /* cli/cmd_logits.c */
 int cmd_tokenize(int argc, char **argv); /* cli/cmd_tokenize.c */
 int cmd_bench(int argc, char **argv);    /* cli/cmd_bench.c */
+int cmd_chat(int argc, char **argv);     /* cli/cmd_chat.c */
 #endif

@@ -273,6 +273,9 @@ KZ_API int kz_chat_set_system(kz_chat *chat, const char *text);
  * Returns 0 (any stop reason but ERROR), or -1. */
 KZ_API int kz_chat_reply(kz_chat *chat, const kz_gen_params *gp, kz_piece_cb cb, void *userdata,
                          kz_stats *stats);
+/* Removes the last message (to edit or regenerate a turn, or drop a reply a guard blocked). 0, or
+ * -1 when there is none. */
+KZ_API int kz_chat_pop(kz_chat *chat);
 /* Forgets every message but the system message, and the checkpoints. */
 KZ_API void kz_chat_reset(kz_chat *chat);
 KZ_API int kz_chat_n_messages(const kz_chat *chat);

@@ -197,6 +197,14 @@ int kz_chat_set_system(kz_chat *h, const char *text) {
     return msg_insert(h, 0, KZ_ROLE_SYSTEM, text, strlen(text));
 }
 
+int kz_chat_pop(kz_chat *h) {
+    if (!h) return -1;
+    begin(h);
+    if (h->n_msgs == 0) return fail(h, KZ_ERR_INVALID_ARG, "kz_chat_pop: the conversation has no message");
+    msgs_clear(h, h->n_msgs - 1);
+    return 0;
+}
+
 void kz_chat_reset(kz_chat *h) {
     if (!h) return;
     begin(h);
