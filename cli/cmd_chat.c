@@ -35,7 +35,7 @@ static void chat_usage(FILE *f) {
             "                           sampling; default: the model card's values for the think mode\n"
             "                           (Qwen3 think 0.6/20/0.95/0, else 0.7/20/0.8/0; Qwen3.5 think\n"
             "                           1.0/20/0.95/0, else 0.7/20/0.8/0, presence penalty 1.5)\n"
-            "  --checkpoints N          GDN state checkpoints kept (default 4)\n"
+            "  --checkpoints N          GDN state checkpoints kept (default 2)\n"
             "  -t, --threads N          worker threads (default: all CPUs)\n"
             "  -c, --ctx-size N         context size in tokens (default: min(train ctx, 4096))\n"
             "  -b, --batch-size N       prefill chunk (default 512)\n"

@@ -227,8 +227,10 @@ typedef enum { KZ_ROLE_SYSTEM = 0, KZ_ROLE_USER = 1, KZ_ROLE_ASSISTANT = 2 } kz_
 
 typedef struct {
     int think;           /* replies think by default (1, default) or answer directly (0) */
-    int max_checkpoints; /* state checkpoints kept, most recent first; 0 = 4. Each holds the GDN
-                          * state (kz_chat_memory); Qwen3 (no GDN) checkpoints cost only tokens */
+    int max_checkpoints; /* state checkpoints kept (the most recent); 0 = 2: the next turn needs
+                          * the last, editing the last user message the one before. Each holds the
+                          * GDN state (Qwen3.5-0.8B: 19 MiB; see kz_chat_memory); a Qwen3
+                          * checkpoint holds only its tokens */
 } kz_chat_params;
 KZ_API kz_chat_params kz_chat_default_params(void);
 

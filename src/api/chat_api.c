@@ -64,7 +64,7 @@ static int fail(kz_chat *h, kz_status st, const char *fmt, ...) {
 static void begin(kz_chat *h) { h->err[0] = 0; h->status = KZ_OK; }
 
 kz_chat_params kz_chat_default_params(void) {
-    kz_chat_params p = {.think = 1, .max_checkpoints = 4};
+    kz_chat_params p = {.think = 1, .max_checkpoints = 2};
     return p;
 }
 
@@ -102,7 +102,7 @@ kz_chat *kz_chat_new(kz_context *c, const kz_chat_params *pp, char *err, size_t 
         if (err && errlen) snprintf(err, errlen, "max_checkpoints must be in 0..1024 (got %d)", p.max_checkpoints);
         return NULL;
     }
-    if (p.max_checkpoints == 0) p.max_checkpoints = 4;
+    if (p.max_checkpoints == 0) p.max_checkpoints = 2;
     p.think = p.think ? 1 : 0;
     kz_chat *h = calloc(1, sizeof *h);
     if (h) h->ck = calloc((size_t)p.max_checkpoints, sizeof *h->ck);

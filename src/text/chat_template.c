@@ -1,5 +1,4 @@
-/* Multi-turn chat rendering (see chat_template.h); the template text it follows is quoted in
- * docs/chat.md. */
+/* Multi-turn chat rendering (see chat_template.h; the rules side by side in docs/chat.md). */
 #include "text/chat_template.h"
 #include <stdio.h>
 #include <stdlib.h>
