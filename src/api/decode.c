@@ -40,7 +40,7 @@ static size_t holdback(const text_out *t) {
 
 /* 0, 1 when the caller must stop (callback asked, or a stop string), -1 out of memory */
 static int text_add(text_out *t, const char *p, size_t n) {
-    if (t->o->n_stop == 0) return out_cb(t, p, n);
+    if (t->o->n_stop == 0 || n == 0) return out_cb(t, p, n);
     if (t->len + n > t->cap) {
         size_t cap = (t->len + n) * 2 + 64;
         char *b = realloc(t->buf, cap);
