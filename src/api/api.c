@@ -45,7 +45,6 @@
 #include "sys/clock.h"
 #include "sys/err.h"
 
-
 __attribute__((format(printf, 3, 4)))
 void kz_ctx_seterr(kz_context *c, kz_status st, const char *fmt, ...) {
     va_list ap;
