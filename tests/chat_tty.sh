@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `kazeia chat` driven through a real terminal (tmux): type a question and read the streamed
 # answer on the screen, Ctrl-C in the middle of an answer, ask again (the conversation goes on),
-# /stats, then EOF (Ctrl-D) exits 0; a second session exits on Ctrl-C at the prompt. The model is
-# random (qwen3, hidden 256, the 152k-token Qwen2 vocabulary of the shared test data: real words
-# on the screen, and an answer that rarely ends early; it has no <think> token, so thinking is
-# on: the Qwen3 prompt then holds none), one thread.
+# /stats, then EOF (Ctrl-D) exits 0; a second session exits on Ctrl-C at the prompt. Then piped
+# runs (one line per turn) save the conversation in one process and go on with it in another.
+# The model is random (qwen3, hidden 256, the 152k-token Qwen2 vocabulary of the shared test data:
+# real words on the screen, and an answer that rarely ends early; it has no <think> token, so
+# thinking stays on: the Qwen3 prompt then holds none), one thread.
 set -u
 B=${KZ_BUILD:-build}
 command -v tmux >/dev/null || { echo "chat_tty: tmux is not installed (apt-get install tmux)"; exit 1; }
@@ -71,4 +72,13 @@ wait_for 20 prompt_back || fail "no prompt (second session)"
 keys C-c
 wait_for 20 test -f "$dir/exit" || fail "Ctrl-C at the prompt did not exit"
 grep -q 'EXIT=0' "$dir/exit" || fail "exit status $(cat "$dir/exit") after Ctrl-C at the prompt"
-echo "chat_tty: ok (streamed answer, Ctrl-C mid-answer, next turn reused the history, /stats, EOF, Ctrl-C at the prompt)"
+
+# 6. scripted through a pipe: one line per turn; /save in one process, /load in another, which
+#    goes on without re-reading the history
+printf 'Hello there\nSecond question\n/save %s\n' "$dir/c.kzchat" | $run -n 8 >/dev/null 2>"$dir/p1" || fail "piped run"
+[ "$(grep -c '^\[prefill' "$dir/p1")" = 2 ] || { cat "$dir/p1"; fail "piped run: not 2 turns"; }
+printf '/load %s\nThird\n/stats\n' "$dir/c.kzchat" | $run -n 8 >/dev/null 2>"$dir/p2" || fail "piped load"
+grep -q '^\[loaded 4 messages' "$dir/p2" || { cat "$dir/p2"; fail "/load in a new process"; }
+grep '^\[prefill' "$dir/p2" | grep -q '([1-9][0-9]* reused)' || { cat "$dir/p2"; fail "nothing reused after /load"; }
+grep -q '^\[6 messages' "$dir/p2" || { cat "$dir/p2"; fail "/stats after /load"; }
+echo "chat_tty: ok (streamed answer, Ctrl-C mid-answer, next turn reused the history, /stats, EOF, Ctrl-C at the prompt, pipe, /save + /load across processes)"
