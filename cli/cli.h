@@ -11,4 +11,5 @@ int cmd_perplexity(int argc, char **argv); /* cli/cmd_perplexity.c */
 int cmd_imatrix(int argc, char **argv);    /* cli/cmd_imatrix.c */
 int cmd_bench_cascade(int argc, char **argv); /* cli/bench/cascade.c */
 int cmd_guard(int argc, char **argv);         /* cli/cmd_guard.c */
+int cmd_chat(int argc, char **argv);     /* cli/cmd_chat.c */
 #endif

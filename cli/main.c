@@ -8,6 +8,7 @@ static void usage(FILE *f) {
             "kazeia " KZ_VERSION " - GGUF inference engine for Qwen3.5 / Qwen3\n"
             "usage: kazeia <command> [options]\n"
             "  run       -m MODEL.gguf -p PROMPT   generate a chat answer (streams to stdout)\n"
+            "  chat      -m MODEL.gguf             interactive multi-turn chat (or one turn per stdin line)\n"
             "  info      MODEL.gguf                architecture, hparams, tensor table\n"
             "  logits    -m MODEL.gguf --tokens ..  dump logits for a token sequence (testing)\n"
             "  tokenize  -m MODEL.gguf [-f FILE]    token ids of text (testing)\n"
@@ -30,6 +31,7 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *c = argv[1];
     if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(c, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(c, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(c, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);

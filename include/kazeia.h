@@ -410,6 +410,93 @@ KZ_API int kz_memory_estimate(const char *path, const kz_model_params *mp, const
 KZ_API int kz_memory_estimate_model(const kz_model *m, const kz_context_params *cp, kz_memory_report *out,
                                     char *err, size_t errlen);
 /* ---- end of guard cascade and memory budget ---- */
+/* ---- conversations (issue 24, chat) ----
+ * A multi-turn conversation on a context: add system / user messages, generate each assistant
+ * reply. Each reply renders the whole history exactly as the model's own chat template does
+ * (earlier turns lose their <think> content, the thinking switch, ...), tokenises it, and
+ * evaluates only the tokens the context does not already hold. The Gated DeltaNet state of
+ * Qwen3.5 cannot be rewound, so the conversation keeps checkpoints of it (the N most recent, at
+ * the end of each user turn, where the rendering of the previous reply changes) and restores the
+ * latest one that the new rendering extends. A conversation owns its context's sequence: other
+ * calls on the context in between (kz_eval, kz_generate, reset) are allowed, they only cost a
+ * re-evaluation. Cancel a reply with kz_cancel(context) from any thread.
+ * Errors: -1 / NULL, with kz_chat_error / kz_chat_status (or the err buffer of kz_chat_new). */
+typedef struct kz_chat kz_chat;
+typedef enum { KZ_ROLE_SYSTEM = 0, KZ_ROLE_USER = 1, KZ_ROLE_ASSISTANT = 2 } kz_role;
+
+typedef struct {
+    int think;           /* replies think by default (1, default) or answer directly (0) */
+    int max_checkpoints; /* state checkpoints kept (the most recent); 0 = 2: the next turn needs
+                          * the last, editing the last user message the one before. Each holds the
+                          * GDN state (Qwen3.5-0.8B: 19 MiB; see kz_chat_memory); a Qwen3
+                          * checkpoint holds only its tokens */
+} kz_chat_params;
+KZ_API kz_chat_params kz_chat_default_params(void);
+
+/* One reply's settings. kz_gen_default_params gives the model card's recommendation for the
+ * architecture and thinking mode (Qwen3: thinking T 0.6, top-p 0.95, top-k 20, min-p 0;
+ * non-thinking 0.7 / 0.8 / 20 / 0. Qwen3.5: thinking 1.0 / 0.95 / 20 / 0, non-thinking
+ * 0.7 / 0.8 / 20 / 0, both with presence penalty 1.5). */
+typedef struct {
+    int max_tokens;          /* <= 0: until end of turn or a full context */
+    int think;               /* -1: the conversation's setting, 0 off, 1 on */
+    float temperature;       /* <= 0: greedy */
+    int top_k;               /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1 = off */
+    int repeat_last_n;       /* penalty window (prompt included); 0 = whole context */
+    float presence_penalty;  /* 0 = off */
+    float frequency_penalty; /* 0 = off */
+    uint64_t seed;           /* same history + seed -> same reply */
+    const char *const *stop; /* n_stop stop strings: the reply ends before the first one (not
+                              * streamed, not recorded); stats->stop is then KZ_STOP_EOG */
+    int n_stop;
+} kz_gen_params;
+/* m NULL: the Qwen3 values. */
+KZ_API kz_gen_params kz_gen_default_params(const kz_model *m, int think);
+
+/* A conversation on c (p NULL = defaults); c must outlive it. NULL on failure (message in err). */
+KZ_API kz_chat *kz_chat_new(kz_context *c, const kz_chat_params *p, char *err, size_t errlen);
+KZ_API void kz_chat_free(kz_chat *chat);
+/* Appends a message (role SYSTEM only first, or for Qwen3 anywhere; ASSISTANT lets an app
+ * restore a conversation it stored itself). 0 or -1. */
+KZ_API int kz_chat_add(kz_chat *chat, kz_role role, const char *text);
+/* Sets (text non-empty) or removes (NULL / "") the system message at the start. The next reply
+ * re-evaluates the history once. 0 or -1. */
+KZ_API int kz_chat_set_system(kz_chat *chat, const char *text);
+/* Generates the assistant's reply to the messages so far (the last must be a user message),
+ * streams its text through cb (may be NULL; a non-zero return stops it) and appends it to the
+ * conversation: the raw text, thinking included (a thinking block cut short is closed), up to a
+ * stop string. gp NULL = kz_gen_default_params for the conversation's think setting. stats
+ * (may be NULL): n_reused = tokens kept (from the context or a checkpoint), n_prompt = tokens
+ * evaluated, n_gen, times, stop. A reply cancelled before its first token appends nothing.
+ * Returns 0 (any stop reason but ERROR), or -1. */
+KZ_API int kz_chat_reply(kz_chat *chat, const kz_gen_params *gp, kz_piece_cb cb, void *userdata,
+                         kz_stats *stats);
+/* Removes the last message (to edit or regenerate a turn, or drop a reply a guard blocked). 0, or
+ * -1 when there is none. */
+KZ_API int kz_chat_pop(kz_chat *chat);
+/* Forgets every message but the system message, and the checkpoints. */
+KZ_API void kz_chat_reset(kz_chat *chat);
+KZ_API int kz_chat_n_messages(const kz_chat *chat);
+/* Message i (0-based): its role (-1 when out of range) and text (NULL when out of range; valid
+ * until the conversation changes). */
+KZ_API int kz_chat_message_role(const kz_chat *chat, int i);
+KZ_API const char *kz_chat_message_text(const kz_chat *chat, int i);
+/* Checkpoints held now, and the bytes the conversation holds beyond its context (checkpoints,
+ * messages). */
+KZ_API int kz_chat_n_checkpoints(const kz_chat *chat);
+KZ_API size_t kz_chat_memory(const kz_chat *chat);
+/* The whole conversation (messages, settings, the context's state, checkpoints) to a file
+ * (written beside it, then renamed: never half-written), and back into a conversation on a
+ * context of the same model, KV type and an n_ctx that holds it, in this or another process.
+ * On a load error the conversation and its context are unchanged. 0 or -1. */
+KZ_API int kz_chat_save(kz_chat *chat, const char *path);
+KZ_API int kz_chat_load(kz_chat *chat, const char *path);
+/* The last call's outcome: message ("" after a success) and status. */
+KZ_API const char *kz_chat_error(const kz_chat *chat);
+KZ_API kz_status kz_chat_status(const kz_chat *chat);
 
 #ifdef __cplusplus
 }

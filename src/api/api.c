@@ -33,6 +33,7 @@
 #include <string.h>
 #include "kazeia.h"
 #include "api/api.h"
+#include "api/context.h"
 #include "text/chat.h"
 #include "model/model.h"
 #include "forward/seq.h"
@@ -44,31 +45,8 @@
 #include "sys/clock.h"
 #include "sys/err.h"
 
-struct kz_context {
-    kz_model *m;
-    kz_seq *seq;
-    kz_context_params p; /* as given, with n_ctx, n_batch and n_threads resolved */
-    int n_vocab;
-    kz_sampler *smp;
-    int32_t *hist;      /* n_ctx: tokens in the sequence state */
-    int n_hist;
-    float *logits;      /* n_vocab: logits after hist[n_hist-1] when logits_valid */
-    int logits_valid;
-    int64_t logits_argmax; /* kz_argmax of logits when the forward that wrote them found it, else -1 */
-    char *piece;        /* token bytes scratch */
-    size_t piece_cap;
-    atomic_int cancel;
-    /* prefix snapshot: state image after snap_tok[0..snap_ntok) (the last system block) */
-    unsigned char *snap;
-    size_t snap_cap, snap_len;
-    int32_t *snap_tok;
-    int snap_ntok;
-    char err[512];      /* the last call's message and status ("" and KZ_OK after a success) */
-    kz_status status;
-};
-
 __attribute__((format(printf, 3, 4)))
-static void set_err(kz_context *c, kz_status st, const char *fmt, ...) {
+void kz_ctx_seterr(kz_context *c, kz_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->err, sizeof c->err, fmt, ap);
@@ -76,8 +54,7 @@ static void set_err(kz_context *c, kz_status st, const char *fmt, ...) {
     c->status = st;
 }
 
-/* every public call on a context starts with a clean outcome */
-static void begin(kz_context *c) {
+void kz_ctx_begin(kz_context *c) {
     c->err[0] = 0;
     c->status = KZ_OK;
 }
@@ -122,7 +99,7 @@ kz_context_params kz_context_default_params(void) {
     return p;
 }
 
-static kz_sampler_params sampler_params(const kz_context_params *p) {
+kz_sampler_params kz_ctx_sampler_params(const kz_context_params *p) {
     kz_sampler_params s;
     s.temperature = p->temperature;
     s.top_k = p->top_k;
@@ -196,7 +173,7 @@ static kz_context *context_new(kz_model *m, const kz_context_params *pp, kz_stat
         kz_context_free(c);
         return NULL;
     }
-    kz_sampler_params sp = sampler_params(&p);
+    kz_sampler_params sp = kz_ctx_sampler_params(&p);
     c->smp = kz_sampler_new(n_vocab, &sp);
     c->hist = malloc((size_t)n_ctx * sizeof *c->hist);
     c->logits = malloc((size_t)n_vocab * sizeof *c->logits);
@@ -275,14 +252,14 @@ static int build_prompt(kz_context *c, const char *system, const char *user, int
 int kz_context_prompt_tokens(kz_context *c, const char *system, const char *user, int32_t **out) {
     *out = NULL;
     if (!c) return -1;
-    begin(c);
+    kz_ctx_begin(c);
     return build_prompt(c, system, user, out);
 }
 
 /* ---- evaluation ---- */
 
 /* Append n tokens via kz_forward (logits as its contract). Keeps hist in step with the sequence even when the forward fails part-way. */
-static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, int want_all) {
+int kz_ctx_eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, int want_all) {
     int before = c->n_hist;
     char e[384];
     e[0] = 0;
@@ -300,7 +277,7 @@ static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, 
         c->n_hist = before + n;
         return 0;
     }
-    set_err(c, kz_status_from_message(e, KZ_ERR_INTERNAL), "%s", e[0] ? e : "forward pass failed");
+    kz_ctx_seterr(c, kz_status_from_message(e, KZ_ERR_INTERNAL), "%s", e[0] ? e : "forward pass failed");
     int np = kz_seq_n_past(c->seq);
     if (np >= before && np <= before + n) { /* a prefix of the chunk went in */
         memcpy(c->hist + before, toks, (size_t)(np - before) * sizeof *toks);
@@ -315,16 +292,16 @@ static int eval_chunk(kz_context *c, const int32_t *toks, int n, float *logits, 
 
 /* 0 when the tokens can go in */
 static int eval_check(kz_context *c, const int32_t *tokens, int n) {
-    if (n < 1 || !tokens) { set_err(c, KZ_ERR_INVALID_ARG, "kz_eval: need at least one token (got %d)", n); return -1; }
+    if (n < 1 || !tokens) { kz_ctx_seterr(c, KZ_ERR_INVALID_ARG, "kz_eval: need at least one token (got %d)", n); return -1; }
     for (int i = 0; i < n; i++) {
         if (tokens[i] < 0 || tokens[i] >= c->n_vocab) {
-            set_err(c, KZ_ERR_INVALID_ARG, "kz_eval: token %d at position %d is outside the vocabulary (0..%d)",
+            kz_ctx_seterr(c, KZ_ERR_INVALID_ARG, "kz_eval: token %d at position %d is outside the vocabulary (0..%d)",
                     tokens[i], i, c->n_vocab - 1);
             return -1;
         }
     }
     if (n > c->p.n_ctx - c->n_hist) {
-        set_err(c, KZ_ERR_CTX_FULL, "context full: %d tokens in the sequence + %d new > n_ctx %d", c->n_hist, n,
+        kz_ctx_seterr(c, KZ_ERR_CTX_FULL, "context full: %d tokens in the sequence + %d new > n_ctx %d", c->n_hist, n,
                 c->p.n_ctx);
         return -1;
     }
@@ -333,7 +310,7 @@ static int eval_check(kz_context *c, const int32_t *tokens, int n) {
 
 int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want_all) {
     if (!c) return -1;
-    begin(c);
+    kz_ctx_begin(c);
     atomic_store(&c->cancel, 0);
     if (eval_check(c, tokens, n) != 0) return -1;
     const int before = c->n_hist;
@@ -341,10 +318,10 @@ int kz_eval(kz_context *c, const int32_t *tokens, int n, float *logits, int want
      * pass over n_vocab floats per token) */
     const int own_row = logits == NULL;
     kz_seq_set_abort(c->seq, &c->cancel);
-    int r = eval_chunk(c, tokens, n, own_row ? c->logits : logits, own_row ? 0 : want_all);
+    int r = kz_ctx_eval_chunk(c, tokens, n, own_row ? c->logits : logits, own_row ? 0 : want_all);
     kz_seq_set_abort(c->seq, NULL);
     if (r == KZ_FWD_ABORTED) {
-        set_err(c, KZ_ERR_CANCELLED, "kz_eval: cancelled after %d of %d tokens", c->n_hist - before, n);
+        kz_ctx_seterr(c, KZ_ERR_CANCELLED, "kz_eval: cancelled after %d of %d tokens", c->n_hist - before, n);
         return -1;
     }
     if (r != 0) return -1;
@@ -364,15 +341,15 @@ const float *kz_logits(const kz_context *c) { return c && c->logits_valid && c->
 
 size_t kz_state_size(kz_context *c) {
     if (!c) return 0;
-    begin(c);
+    kz_ctx_begin(c);
     size_t n = kz_state_image_size(c->m, c->seq, c->logits_valid && c->n_hist > 0);
-    if (!n) set_err(c, KZ_ERR_NOMEM, "state of %d tokens is too large to save", c->n_hist);
+    if (!n) kz_ctx_seterr(c, KZ_ERR_NOMEM, "state of %d tokens is too large to save", c->n_hist);
     return n;
 }
 
 size_t kz_state_save(kz_context *c, void *buf, size_t len) {
     if (!c) return 0;
-    begin(c);
+    kz_ctx_begin(c);
     size_t n = kz_state_image_write(c->m, c->seq, c->hist, kz_logits(c), 1, buf, len, NULL, c->err, sizeof c->err);
     if (!n) c->status = kz_status_from_message(c->err, KZ_ERR_INVALID_ARG); /* buffer too small */
     return n;
@@ -381,24 +358,24 @@ size_t kz_state_save(kz_context *c, void *buf, size_t len) {
 /* the state file at path opened for a kz_state_*_file call (mode "wb" or "rb"), or NULL with
  * the error set */
 static FILE *state_file(kz_context *c, const char *fn, const char *path, const char *mode) {
-    if (!path) { set_err(c, KZ_ERR_INVALID_ARG, "%s: no path given", fn); return NULL; }
+    if (!path) { kz_ctx_seterr(c, KZ_ERR_INVALID_ARG, "%s: no path given", fn); return NULL; }
     FILE *f = fopen(path, mode);
     if (!f)
-        set_err(c, KZ_ERR_IO, "%s: cannot %s the state file: %s", path, mode[0] == 'w' ? "create" : "open",
+        kz_ctx_seterr(c, KZ_ERR_IO, "%s: cannot %s the state file: %s", path, mode[0] == 'w' ? "create" : "open",
                 strerror(errno));
     return f;
 }
 
 int kz_state_save_file(kz_context *c, const char *path) {
     if (!c) return -1;
-    begin(c);
+    kz_ctx_begin(c);
     FILE *f = state_file(c, "kz_state_save_file", path, "wb");
     if (!f) return -1;
     char e[384];
     size_t n = kz_state_image_write(c->m, c->seq, c->hist, kz_logits(c), 1, NULL, 0, f, e, sizeof e);
     int bad = fclose(f) != 0;
     if (!n || bad) {
-        set_err(c, n ? KZ_ERR_IO : kz_status_from_message(e, KZ_ERR_IO), "%s: %s", path,
+        kz_ctx_seterr(c, n ? KZ_ERR_IO : kz_status_from_message(e, KZ_ERR_IO), "%s: %s", path,
                 n ? "cannot write the state file (disk full?)" : e);
         remove(path);
         return -1;
@@ -407,7 +384,7 @@ int kz_state_save_file(kz_context *c, const char *path) {
 }
 
 /* restore an image into the context (sequence, history, logits); on error nothing changes */
-static int state_load(kz_context *c, const void *buf, size_t len, char *e, size_t elen) {
+int kz_ctx_state_load(kz_context *c, const void *buf, size_t len, char *e, size_t elen) {
     kz_state_info info;
     if (kz_state_image_read(c->m, c->seq, buf, len, c->hist, c->p.n_ctx, c->logits, &info, e, elen) != 0) return -1;
     c->n_hist = info.n_past;
@@ -418,31 +395,31 @@ static int state_load(kz_context *c, const void *buf, size_t len, char *e, size_
 
 int kz_state_load(kz_context *c, const void *buf, size_t len) {
     if (!c) return -1;
-    begin(c);
-    int r = state_load(c, buf, len, c->err, sizeof c->err);
+    kz_ctx_begin(c);
+    int r = kz_ctx_state_load(c, buf, len, c->err, sizeof c->err);
     if (r) c->status = kz_status_from_message(c->err, KZ_ERR_FORMAT);
     return r;
 }
 
 int kz_state_load_file(kz_context *c, const char *path) {
     if (!c) return -1;
-    begin(c);
+    kz_ctx_begin(c);
     FILE *f = state_file(c, "kz_state_load_file", path, "rb");
     if (!f) return -1;
     long sz = -1;
     if (fseek(f, 0, SEEK_END) == 0) sz = ftell(f);
     if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        set_err(c, KZ_ERR_IO, "%s: cannot read the state file (not a regular file?)", path);
+        kz_ctx_seterr(c, KZ_ERR_IO, "%s: cannot read the state file (not a regular file?)", path);
         fclose(f);
         return -1;
     }
     void *buf = malloc(sz > 0 ? (size_t)sz : 1);
-    if (!buf) { set_err(c, KZ_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, sz); fclose(f); return -1; }
+    if (!buf) { kz_ctx_seterr(c, KZ_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, sz); fclose(f); return -1; }
     size_t got = fread(buf, 1, (size_t)sz, f);
     fclose(f);
     char e[384] = "cannot read the state file";
-    int r = got == (size_t)sz ? state_load(c, buf, got, e, sizeof e) : -1;
-    if (r) set_err(c, got == (size_t)sz ? kz_status_from_message(e, KZ_ERR_FORMAT) : KZ_ERR_IO, "%s: %s", path, e);
+    int r = got == (size_t)sz ? kz_ctx_state_load(c, buf, got, e, sizeof e) : -1;
+    if (r) kz_ctx_seterr(c, got == (size_t)sz ? kz_status_from_message(e, KZ_ERR_FORMAT) : KZ_ERR_IO, "%s: %s", path, e);
     free(buf);
     return r;
 }
@@ -514,10 +491,10 @@ void kz_cancel(kz_context *c) {
     if (c) atomic_store(&c->cancel, 1);
 }
 
-static int cancelled(kz_context *c) { return atomic_load(&c->cancel) != 0; }
+int kz_ctx_cancelled(kz_context *c) { return atomic_load(&c->cancel) != 0; }
 
 /* token bytes into c->piece; returns length or -1 */
-static int token_piece(kz_context *c, int32_t tok) {
+int kz_ctx_token_piece(kz_context *c, int32_t tok) {
     int r = kz_tok_bytes(c->m->tok, tok, c->piece, c->piece_cap);
     if (r >= 0 && (size_t)r > c->piece_cap) {
         char *b = realloc(c->piece, (size_t)r);
@@ -537,7 +514,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     st.stop = KZ_STOP_ERROR;
     if (stats) *stats = st;
     if (!c) return -1;
-    begin(c);
+    kz_ctx_begin(c);
     atomic_store(&c->cancel, 0);
 
     /* 1. prompt */
@@ -545,7 +522,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     int n_prompt = build_prompt(c, system, user, &prompt);
     if (n_prompt < 0) goto fail;
     if (n_prompt > c->p.n_ctx) {
-        set_err(c, KZ_ERR_CTX_FULL, "prompt is %d tokens, context is %d (raise n_ctx / -c)", n_prompt, c->p.n_ctx);
+        kz_ctx_seterr(c, KZ_ERR_CTX_FULL, "prompt is %d tokens, context is %d (raise n_ctx / -c)", n_prompt, c->p.n_ctx);
         goto fail;
     }
 
@@ -556,7 +533,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     const int snap = snapshot_usable(c, prompt, n_prompt);
     if (snap > reused) {
         char e[384];
-        if (state_load(c, c->snap, c->snap_len, e, sizeof e) == 0) reused = snap;
+        if (kz_ctx_state_load(c, c->snap, c->snap_len, e, sizeof e) == 0) reused = snap;
         else { reused = 0; c->snap_len = 0; } /* cannot happen (same model, own image); recompute */
     }
     if (reused == 0 && c->n_hist > 0) kz_context_reset(c);
@@ -564,7 +541,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     st.n_reused = reused;
     const int want_snap = sys_len > reused && snapshot_usable(c, prompt, n_prompt) != sys_len;
     for (int i = reused; i < n_prompt;) {
-        if (cancelled(c)) {
+        if (kz_ctx_cancelled(c)) {
             st.n_prompt = i - reused;
             st.t_prefill_ms = kz_now_ms() - t0;
             st.stop = KZ_STOP_CANCELLED;
@@ -576,10 +553,10 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         c->logits_valid = 0;
         c->logits_argmax = -1;
         kz_seq_set_abort(c->seq, &c->cancel);
-        int r = eval_chunk(c, prompt + i, n, last ? c->logits : NULL, 0);
+        int r = kz_ctx_eval_chunk(c, prompt + i, n, last ? c->logits : NULL, 0);
         kz_seq_set_abort(c->seq, NULL);
         if (r == KZ_FWD_ABORTED) {
-            begin(c); /* a cancel is not an error */
+            kz_ctx_begin(c); /* a cancel is not an error */
             st.n_prompt = c->n_hist > reused ? c->n_hist - reused : 0;
             st.t_prefill_ms = kz_now_ms() - t0;
             st.stop = KZ_STOP_CANCELLED;
@@ -595,48 +572,11 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         if (i == sys_len && want_snap) snapshot_take(c, prompt, sys_len);
     }
     st.n_prompt = n_prompt - reused;
-    double t1 = kz_now_ms();
-    st.t_prefill_ms = t1 - t0;
+    st.t_prefill_ms = kz_now_ms() - t0;
 
     /* 3. decode */
-    kz_sampler_reseed(c->smp, c->p.seed); /* same seed + same prompt -> same text, every call */
-    kz_utf8_stream us;
-    memset(&us, 0, sizeof us);
-    char out[1024];
-    st.stop = KZ_STOP_MAX_TOKENS;
-    int cb_stopped = 0;
-    for (;;) {
-        if (cancelled(c)) { st.stop = KZ_STOP_CANCELLED; break; }
-        int32_t tok = kz_sampler_sample_hint(c->smp, c->logits, c->hist, c->n_hist, c->logits_argmax);
-        st.n_gen++;
-        if (kz_tok_is_eog(c->m->tok, tok)) { st.stop = KZ_STOP_EOG; break; }
-        if (!kz_tok_is_control(c->m->tok, tok)) {
-            int len = token_piece(c, tok);
-            if (len < 0) len = 0; /* id past the tokenizer's table (padded LM head): no text */
-            /* feed in slices small enough that nothing is cut (ill-formed bytes expand 3x) */
-            int stop_cb = 0, slice = (int)((sizeof out - 8) / 3);
-            for (int off = 0; off < len && !stop_cb;) {
-                int k = len - off < slice ? len - off : slice;
-                size_t o = kz_utf8_feed(&us, c->piece + off, (size_t)k, out, sizeof out);
-                if (o > 0 && cb && cb(out, o, userdata) != 0) stop_cb = 1;
-                off += k;
-            }
-            if (stop_cb) { st.stop = KZ_STOP_CANCELLED; cb_stopped = 1; break; }
-        }
-        if (max_tokens > 0 && st.n_gen >= max_tokens) { st.stop = KZ_STOP_MAX_TOKENS; break; }
-        if (cancelled(c)) { st.stop = KZ_STOP_CANCELLED; break; }
-        if (c->n_hist >= c->p.n_ctx) { st.stop = KZ_STOP_CTX_FULL; break; }
-        c->logits_valid = 0;
-        c->logits_argmax = -1;
-        if (eval_chunk(c, &tok, 1, c->logits, 0) != 0) { st.stop = KZ_STOP_ERROR; break; }
-        c->logits_valid = 1;
-        c->logits_argmax = kz_seq_logits_argmax(c->seq);
-    }
-    {   /* a trailing partial code point becomes U+FFFD rather than vanishing */
-        size_t o = kz_utf8_flush(&us, out, sizeof out);
-        if (o > 0 && cb && !cb_stopped && st.stop != KZ_STOP_ERROR) (void)cb(out, o, userdata);
-    }
-    st.t_decode_ms = kz_now_ms() - t1;
+    kz_decode_opts dopt = {.max_tokens = max_tokens, .cb = cb, .ud = userdata};
+    kz_decode_run(c, &dopt, &st);
     if (st.stop == KZ_STOP_ERROR) goto fail_keep;
 
 done:
