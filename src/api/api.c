@@ -44,28 +44,7 @@
 #include "sys/clock.h"
 #include "sys/err.h"
 
-struct kz_context {
-    kz_model *m;
-    kz_seq *seq;
-    kz_context_params p; /* as given, with n_ctx, n_batch and n_threads resolved */
-    int n_vocab;
-    kz_sampler *smp;
-    int32_t *hist;      /* n_ctx: tokens in the sequence state */
-    int n_hist;
-    float *logits;      /* n_vocab: logits after hist[n_hist-1] when logits_valid */
-    int logits_valid;
-    int64_t logits_argmax; /* kz_argmax of logits when the forward that wrote them found it, else -1 */
-    char *piece;        /* token bytes scratch */
-    size_t piece_cap;
-    atomic_int cancel;
-    /* prefix snapshot: state image after snap_tok[0..snap_ntok) (the last system block) */
-    unsigned char *snap;
-    size_t snap_cap, snap_len;
-    int32_t *snap_tok;
-    int snap_ntok;
-    char err[512];      /* the last call's message and status ("" and KZ_OK after a success) */
-    kz_status status;
-};
+#include "api/context.h"
 
 __attribute__((format(printf, 3, 4)))
 static void set_err(kz_context *c, kz_status st, const char *fmt, ...) {
@@ -228,6 +207,7 @@ kz_context *kz_context_new(kz_model *m, const kz_context_params *p, char *err, s
 
 void kz_context_free(kz_context *c) {
     if (!c) return;
+    kz_spec_free(c->spec);
     kz_seq_free(c->seq);
     kz_sampler_free(c->smp);
     free(c->hist);
@@ -628,10 +608,12 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         if (c->n_hist >= c->p.n_ctx) { st.stop = KZ_STOP_CTX_FULL; break; }
         c->logits_valid = 0;
         c->logits_argmax = -1;
-        if (eval_chunk(c, &tok, 1, c->logits, 0) != 0) { st.stop = KZ_STOP_ERROR; break; }
+        const int r = kz_spec_decode(c, tok); /* MTP drafts + verify (speculative.c); 1: plain step */
+        if ((r > 0 ? eval_chunk(c, &tok, 1, c->logits, 0) : r) != 0) { st.stop = KZ_STOP_ERROR; break; }
         c->logits_valid = 1;
         c->logits_argmax = kz_seq_logits_argmax(c->seq);
     }
+    kz_spec_end(c);
     {   /* a trailing partial code point becomes U+FFFD rather than vanishing */
         size_t o = kz_utf8_flush(&us, out, sizeof out);
         if (o > 0 && cb && !cb_stopped && st.stop != KZ_STOP_ERROR) (void)cb(out, o, userdata);

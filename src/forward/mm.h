@@ -63,6 +63,14 @@ static inline size_t mm_work_bytes(const kz_model *m, int n_tok) {
         if (l->wqkv.data) w = mm_maxz(w, mm_work(g_gdn, 4, n_tok));
         if (l->ffn_gate.data) w = mm_maxz(w, mm_work(g_ffn, 2, n_tok));
     }
+    if (m->mtp) { /* the MTP block: eh_proj reads 2 n_embd wide rows */
+        const kz_layer *l = &m->mtp->ly;
+        const kz_wmat *g_attn[] = {&l->wq, &l->wk, &l->wv}, *g_ffn[] = {&l->ffn_gate, &l->ffn_up},
+                      *ws[] = {&m->mtp->eh_proj, &m->mtp->head, &l->wo, &l->ffn_down};
+        for (size_t j = 0; j < sizeof ws / sizeof *ws; j++) w = mm_maxz(w, mm_work(&ws[j], 1, n_tok));
+        w = mm_maxz(w, mm_work(g_attn, 3, n_tok));
+        w = mm_maxz(w, mm_work(g_ffn, 2, n_tok));
+    }
     return w;
 }
 #endif
