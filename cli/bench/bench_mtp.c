@@ -129,6 +129,23 @@ int cmd_bench_mtp(int argc, char **argv) {
         printf("verify of %d tokens:  %8.2f ms  (%.3fx)  [GDN snapshot + recorded inputs included]\n", n,
                t_verify[n].min, t_verify[n].min / unit);
     printf("rollback to 1 token: %8.2f ms  (%.3fx)  [restore + replay of the delta rule]\n", t_keep.min, t_keep.min / unit);
+    {   /* the snapshot a verify takes: one copy of the GDN state (keeping the state after every
+         * verified position instead would take n - 1 copies per n-token verify) */
+        kz_seq_view sv;
+        kz_seq_view_get(spec, &sv);
+        const size_t bytes = (sv.n_conv + sv.n_ssm) * sizeof(float);
+        float *cp = malloc(bytes ? bytes : 1);
+        tm t_cp = {0};
+        for (int rep = 0; cp && rep < reps; rep++) {
+            const double t0 = kz_now_ms();
+            memcpy(cp, sv.conv, bytes);
+            tm_add(&t_cp, kz_now_ms() - t0);
+        }
+        if (cp)
+            printf("GDN state copy:      %8.2f ms  (%.3fx)  [%.1f MiB: the snapshot, once per verify]\n", t_cp.min,
+                   t_cp.min / unit, bytes / 1048576.0);
+        free(cp);
+    }
 
     /* 2. end to end through kz_generate: plain, then speculative (adaptive and fixed k) */
     double tps[3] = {0};

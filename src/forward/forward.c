@@ -144,7 +144,10 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
 
 int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float *logits,
                int want_all, char *err, size_t errlen) {
-    if (kz_seq_check_append(m, s, tokens, n, err, errlen)) return -1;
+    if (kz_seq_check_append(m, s, tokens, n, err, errlen)) {
+        if (s && s->m == m) s->spec_rec = 0; /* a refused verify batch leaves no verify mode behind */
+        return -1;
+    }
     s->logits_argmax = -1;
     if (s->prof_on) {
         s->prof_t = kz_now_ms();

@@ -141,6 +141,9 @@ void kz_attn_kv_layer(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_
 /* MTP fill after a trunk chunk of tok[0..n) at p0 whose final-normed hiddens are in s->hfin
  * (mtp_layer.c) */
 void kz_mtp_fill(kz_seq *s, const int32_t *tok, int n, int p0);
+/* zero the MTP block's K/V rows [0, n): slots no fill wrote (a restored state) read as
+ * neutral instead of stale or uninitialised (verify.c) */
+void kz_seq_mtp_kv_clear(kz_seq *s, int n);
 /* GDN layer idx's rows of a verify batch into the record (gdn_layer.c calls it) */
 void kz_seq_rec_gdn(kz_seq *s, int idx, int n);
 #endif

@@ -282,6 +282,7 @@ int kz_seq_set_n_past(kz_seq *s, int n_past) {
     s->mtp_n = 0;
     s->rec_valid = 0;
     if (s->mtp_h) memset(s->mtp_h, 0, (size_t)s->m->hp.n_embd * sizeof(float));
+    if (s->mtp_on && n_past) kz_seq_mtp_kv_clear(s, n_past);
     return 0;
 }
 

@@ -13,8 +13,7 @@
 
 int kz_seq_has_mtp(const kz_seq *s) { return s && s->m->mtp != NULL; }
 
-/* zero the MTP block's K/V rows [0, n): slots no fill wrote read as neutral instead of stale */
-static void mtp_kv_clear(kz_seq *s, int n) {
+void kz_seq_mtp_kv_clear(kz_seq *s, int n) {
     const kz_hparams *hp = &s->m->hp;
     kz_kv_layer *kv = &s->kv[hp->n_attn_layers];
     const size_t row = (size_t)hp->n_head_kv * kz_kv_type_row_bytes((kz_kv_type)kv->type, hp->head_dim);
@@ -24,7 +23,7 @@ static void mtp_kv_clear(kz_seq *s, int n) {
 
 int kz_seq_mtp_enable(kz_seq *s, int on) {
     if (!s || (on && !s->m->mtp)) return -1;
-    if (on && !s->mtp_on && s->n_past) mtp_kv_clear(s, s->n_past);
+    if (on && !s->mtp_on && s->n_past) kz_seq_mtp_kv_clear(s, s->n_past);
     s->mtp_on = on != 0;
     s->mtp_n = 0;
     if (s->mtp_h) memset(s->mtp_h, 0, (size_t)s->m->hp.n_embd * sizeof(float));
