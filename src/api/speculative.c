@@ -24,6 +24,9 @@
 
 #define KMAX KZ_MTP_MAX_DRAFT
 #define EMA 0.1 /* weight of a new observation in the running estimates */
+#define ALPHA_EMA 0.25 /* ... of the acceptance: a few misses stop drafting on text it cannot guess */
+#define PLAIN_WARM 3 /* plain steps timed before the first draft (the first one is not counted:
+                      * it pays the cold caches and page faults of the decode start) */
 
 struct kz_spec {
     kz_mtp_params p;
@@ -139,10 +142,12 @@ static void ema(double *v, int *n, double x) {
 }
 
 /* cost of a verify of n tokens relative to a plain step: measured when both are, else a prior
- * (a bandwidth-bound step costs little more for a few more rows) */
+ * (a bandwidth-bound step costs little more for a few more rows); never below one step (it
+ * reads the same weights), so a disturbed plain-step timing cannot make drafting look free */
 static double rel_verify(const struct kz_spec *sp, int n) {
-    if (sp->n_verify[n] && sp->n_verify[1]) return sp->c_verify[n] / sp->c_verify[1];
-    return 1.0 + 0.1 * (n - 1);
+    double r = 1.0 + 0.1 * (n - 1);
+    if (sp->n_verify[n] && sp->n_verify[1]) r = sp->c_verify[n] / sp->c_verify[1];
+    return r < 1.0 ? 1.0 : r;
 }
 static double rel_draft(const struct kz_spec *sp) {
     if (sp->n_draft && sp->n_verify[1]) return sp->c_draft / sp->c_verify[1];
@@ -153,7 +158,7 @@ static int choose_k(struct kz_spec *sp) {
     if (!sp->p.adaptive) return sp->p.max_draft;
     /* re-measure the plain step now and then, and keep probing one draft when k = 0 wins, so
      * the estimates follow the text */
-    if (++sp->since_plain >= 64 || !sp->n_verify[1]) { sp->since_plain = 0; return 0; }
+    if (++sp->since_plain >= 32 || sp->n_verify[1] < PLAIN_WARM) { sp->since_plain = 0; return 0; }
     int best = 0;
     double best_v = 1.0, e = 1.0, run = 1.0;
     for (int k = 1; k <= sp->p.max_draft; k++) {
@@ -168,8 +173,8 @@ static int choose_k(struct kz_spec *sp) {
 
 /* a finished round: the sampler took `took` of its n drafts */
 static void round_done(struct kz_spec *sp, int took, int n) {
-    for (int i = 0; i < took && i < n; i++) sp->alpha[i] = (1 - EMA) * sp->alpha[i] + EMA;
-    if (took < n) sp->alpha[took] = (1 - EMA) * sp->alpha[took];
+    for (int i = 0; i < took && i < n; i++) sp->alpha[i] = (1 - ALPHA_EMA) * sp->alpha[i] + ALPHA_EMA;
+    if (took < n) sp->alpha[took] = (1 - ALPHA_EMA) * sp->alpha[took];
 }
 
 /* ---- the decode step ---- */
@@ -217,7 +222,7 @@ int kz_spec_decode(kz_context *c, int32_t tok) {
         if (kz_forward(c->m, c->seq, &tok, 1, c->logits, 0, e, sizeof e) != 0) return fail(c, e);
         c->hist[c->n_hist++] = tok;
         const double dt = kz_now_ms() - t0;
-        ema(&sp->c_verify[1], &sp->n_verify[1], dt);
+        if (sp->st.plain_steps > 0) ema(&sp->c_verify[1], &sp->n_verify[1], dt);
         sp->st.plain_steps++;
         sp->st.tokens++;
         sp->st.t_plain_ms += dt;
