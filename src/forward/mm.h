@@ -27,9 +27,9 @@ static inline void mm_group(kz_seq *s, const kz_wmat *const *w, int nw, const fl
     kz_matmul(s->pool, &a);
 }
 
-/* one token: y = w_down silu(gate) * up, the SwiGLU done as X is quantised */
-static inline void mm_swiglu_down(kz_seq *s, const kz_wmat *w, float *gate, const float *up, float *y) {
-    kz_matmul(s->pool, &(kz_mm){.w = {w}, .nw = 1, .n_tok = 1, .swiglu = {gate, up}, .y = {y}, .work = s->mm_work});
+/* n tokens (decode: 1): y = w_down silu(gate) * up, the SwiGLU done as X is quantised */
+static inline void mm_swiglu_down(kz_seq *s, const kz_wmat *w, float *gate, const float *up, float *y, int n) {
+    kz_matmul(s->pool, &(kz_mm){.w = {w}, .nw = 1, .n_tok = n, .swiglu = {gate, up}, .y = {y}, .work = s->mm_work});
 }
 
 /* one row of logits y = w x (x made by pre, as mm_group's), returning its argmax */
