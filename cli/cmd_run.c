@@ -37,6 +37,8 @@ static void run_usage(FILE *f) {
             "  --no-repack              keep the Q4_0 weights zero-copy (mmap) instead of the default copy\n"
             "                           into the 16-row layout made at load on AVX-512 VNNI CPUs (faster\n"
             "                           decode, same resident size, ~0.5 s/GB load; nothing done elsewhere)\n"
+            "  --no-mtp                 no MTP speculative decoding (default: on when the model has an MTP block)\n"
+            "  --mtp-max K              drafts per verify, 1..8 (default 3; the decoder adapts 0..K)\n"
             "  -h, --help               this text\n"
             "Stats (prompt tokens, prefill/decode speed, generated tokens, peak RSS) go to stderr.\n",
             (double)d.temperature, d.top_k, (double)d.top_p, (double)d.min_p,
@@ -90,6 +92,7 @@ static const char *stop_name(kz_stop_reason r) {
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *system = NULL;
     int n_predict = -1, n_threads = 0, repack = -1;
+    kz_mtp_params mtp = kz_mtp_default_params();
     kz_context_params cp = kz_context_default_params();
 
     for (int i = 1; i < argc; i++) {
@@ -99,12 +102,13 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(a, "--think")) { cp.think = 1; continue; }
         if (!strcmp(a, "--repack")) { repack = 1; continue; }
         if (!strcmp(a, "--no-repack")) { repack = 0; continue; }
+        if (!strcmp(a, "--no-mtp")) { mtp.enabled = 0; continue; }
         /* every other option takes a value */
         static const char *const with_value[] = {
             "-m", "--model", "-p", "--prompt", "--system", "-n", "--n-predict", "--temp", "--top-k",
             "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
             "--frequency-penalty", "--seed", "-t", "--threads", "-c", "--ctx-size", "-b",
-            "--batch-size", "--kv", NULL};
+            "--batch-size", "--kv", "--mtp-max", NULL};
         int known = 0;
         for (int k = 0; with_value[k]; k++) if (!strcmp(a, with_value[k])) known = 1;
         if (!known) {
@@ -133,6 +137,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--presence-penalty")) bad = kz_arg_float("kazeia run", a, v, 0, &cp.presence_penalty);
         else if (!strcmp(a, "--frequency-penalty")) bad = kz_arg_float("kazeia run", a, v, 0, &cp.frequency_penalty);
         else if (!strcmp(a, "--seed")) bad = parse_u64(a, v, &cp.seed);
+        else if (!strcmp(a, "--mtp-max")) bad = kz_arg_int("kazeia run", a, v, 1, KZ_MTP_MAX_DRAFT, &mtp.max_draft);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = kz_arg_int("kazeia run", a, v, 1, 1024, &n_threads);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) bad = kz_arg_int("kazeia run", a, v, 1, INT_MAX, &cp.n_ctx);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) bad = kz_arg_int("kazeia run", a, v, 1, INT_MAX, &cp.n_batch);
@@ -166,6 +171,12 @@ int cmd_run(int argc, char **argv) {
         return 1;
     }
 
+    if (kz_model_has_mtp(m) && kz_context_set_mtp(c, &mtp) != 0) {
+        fprintf(stderr, "kazeia run: %s\n", kz_context_error(c));
+        kz_context_free(c);
+        kz_model_free(m);
+        return 2;
+    }
     g_sig_ctx = c;
     signal(SIGINT, on_sigint);
     run_out o = {0, 0};
@@ -198,6 +209,11 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "decode:           %.2f tok/s (%.1f ms)\n", dc, st.t_decode_ms);
     fprintf(stderr, "peak RSS:         %.1f MiB\n", rss_mib);
     fprintf(stderr, "stop:             %s\n", stop_name(st.stop));
+    kz_mtp_stats ms;
+    if (kz_context_mtp_stats(c, &ms) == 0 && ms.verifies > 0)
+        fprintf(stderr, "mtp:              %ld verifies, %ld drafts, %ld accepted (%.1f %%), %.2f tokens per verify\n",
+                ms.verifies, ms.drafted, ms.accepted, ms.drafted ? 100.0 * ms.accepted / ms.drafted : 0.0,
+                (double)(ms.verifies + ms.accepted) / ms.verifies);
 
     kz_context_free(c);
     kz_model_free(m);

@@ -497,6 +497,35 @@ KZ_API int kz_chat_load(kz_chat *chat, const char *path);
 /* The last call's outcome: message ("" after a success) and status. */
 KZ_API const char *kz_chat_error(const kz_chat *chat);
 KZ_API kz_status kz_chat_status(const kz_chat *chat);
+/* ---- MTP self-speculative decoding (issue 25; docs/readme/mtp.md) ----
+ * A Qwen3.5 GGUF with an MTP block (nextn_predict_layers) drafts tokens with it and kz_generate
+ * verifies them in one batch through the model: the output is exactly plain decoding's (the
+ * sampler picks every token from the model's own logits; a draft only saves the pass that
+ * would have produced it). On by default when the model has the block. */
+typedef struct {
+    int enabled;    /* 1 (default): speculate when the model has an MTP block */
+    int max_draft;  /* drafts per verify, 1..8 (default 3) */
+    int adaptive;   /* 1 (default): choose 0..max_draft per step from the measured acceptance
+                     * and costs; 0: always max_draft */
+} kz_mtp_params;
+KZ_API kz_mtp_params kz_mtp_default_params(void);
+KZ_API int kz_model_has_mtp(const kz_model *m);
+/* Set before the first kz_eval / kz_generate (the MTP block's cache is filled along with the
+ * prompt); changing it later restarts the draft cache empty. 0 or -1 (bad value: message in
+ * kz_context_error). */
+KZ_API int kz_context_set_mtp(kz_context *c, const kz_mtp_params *p);
+#define KZ_MTP_MAX_DRAFT 8
+typedef struct {
+    long verifies;                        /* verify batches run */
+    long drafted, accepted;               /* drafts proposed / taken by the sampler */
+    long drafted_at[KZ_MTP_MAX_DRAFT];    /* per draft position (0 = the first draft) */
+    long accepted_at[KZ_MTP_MAX_DRAFT];
+    long plain_steps;                     /* decode steps without drafts (adaptive k = 0) */
+    long tokens;                          /* tokens those steps and verifies produced */
+    double t_verify_ms, t_draft_ms, t_plain_ms; /* wall time in each */
+} kz_mtp_stats;
+/* Totals since the context was made (or kz_context_set_mtp); 0, or -1 if c is NULL. */
+KZ_API int kz_context_mtp_stats(const kz_context *c, kz_mtp_stats *out);
 
 #ifdef __cplusplus
 }

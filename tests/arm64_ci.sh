@@ -40,7 +40,7 @@ fi
 QTESTS=$(for f in tests/test_quant*.c; do b=$(basename "$f" .c); printf '%s ' "$BUILD/$b"; done)
 echo "arm64_ci: cross-building into $BUILD/"
 if ! make -s CC=aarch64-linux-gnu-gcc BUILD="$BUILD" -j"$JOBS" \
-      "$BUILD/libkazeia.a" $QTESTS "$BUILD/test_simd" "$BUILD/test_repack" "$BUILD/test_ops" "$BUILD/test_gdn_chunk" >/tmp/kz-arm64-build.log 2>&1; then
+      "$BUILD/libkazeia.a" $QTESTS "$BUILD/test_simd" "$BUILD/test_repack" "$BUILD/test_ops" "$BUILD/test_gdn_chunk" "$BUILD/test_mtp" >/tmp/kz-arm64-build.log 2>&1; then
   tail -30 /tmp/kz-arm64-build.log
   echo "arm64_ci: cross build failed (log: /tmp/kz-arm64-build.log)"
   echo "arm64: 0 passed, 1 failed"
@@ -88,6 +88,9 @@ run test_simd-max max KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 run test_ops-max max -- "$BUILD/test_ops"
 # the GDN decode step of every NEON level = the plain one bit for bit; chunkwise vs recurrent
 run test_gdn_chunk-max max -- "$BUILD/test_gdn_chunk"
+for isa in neon dotprod i8mm; do  # MTP verify batches = plain decoding, bit for bit (issue 25)
+  run "test_mtp-$isa" max KZ_ISA=$isa KZ_TEST_SMALL=1 -- "$BUILD/test_mtp"
+done
 run test_simd-cortex-a76 cortex-a76 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 run test_simd-cortex-a53 cortex-a53 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 # the levels each emulated CPU must have reported (detection must not over- or under-claim)

@@ -2,13 +2,18 @@
 """Hugging Face checkpoint -> GGUF converter for Kazeia-Engine.
 
     python3 tools/convert_hf.py HF_MODEL_DIR OUT.gguf [--type f32|f16|bf16|q8_0|q4_0]
-                                [--tensor-type REGEX=TYPE ...]
+                                [--tensor-type REGEX=TYPE ...] [--no-mtp]
 
 Supported: Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration (text decoder only, GGUF arch
 "qwen35") and Qwen3ForCausalLM ("qwen3"). The output uses the metadata keys, tensor names and
 weight transforms of llama.cpp's converter (docs/qwen35.md: GGUF metadata keys, tensors, norm weights, Qwen3 dense),
-so the files also load in llama.cpp. Vision tower and MTP (multi-token-prediction) weights are
-skipped.
+so the files also load in llama.cpp. The vision tower is skipped. Qwen3.5's MTP
+(multi-token-prediction) block is kept as llama.cpp's converter writes it: `mtp.layers.J.*` ->
+`blk.{n_layer+J}.*`, `mtp.fc` -> `nextn.eh_proj`, `mtp.pre_fc_norm_embedding` / `_hidden` ->
+`nextn.enorm` / `nextn.hnorm`, `mtp.norm` -> `nextn.shared_head_norm` (norms +1 like every
+Qwen3.5 RMSNorm), `block_count` counting it and `nextn_predict_layers` set; `--no-mtp` drops it.
+Sharded checkpoints (model.safetensors.index.json) and the VLM layout (model.language_model.*)
+are read as they are; tokenizer.chat_template is embedded from tokenizer_config.json.
 
 Memory: tensors are read through np.memmap and converted in row chunks straight into the output
 buffer, so peak RAM is about one output tensor plus a chunk, never the whole model.
@@ -232,7 +237,7 @@ QWEN3_LAYER_MAP = {"post_attention_layernorm.weight": "ffn_norm.weight"}
 F32_SUFFIXES = ("_norm.weight", "ssm_conv1d.weight", "ssm_alpha.weight", "ssm_beta.weight")
 
 
-SKIP_PREFIXES = ("mtp.", "model.mtp.", "model.visual.", "visual.", "model.vision_tower.", "vision_tower.")
+SKIP_PREFIXES = ("model.visual.", "visual.", "model.vision_tower.", "vision_tower.")
 
 
 def normalize_name(name):
@@ -244,9 +249,39 @@ def normalize_name(name):
         name = "model." + name[len("language_model.model."):]
     elif name.startswith("language_model.lm_head."):
         name = name[len("language_model."):]
+    if name.startswith("model.mtp."):
+        name = name[len("model."):]
     if name.startswith(SKIP_PREFIXES) or name.endswith(".rotary_emb.inv_freq"):
         return None
     return name
+
+
+# MTP head tensors outside its decoder layer (HF name after "mtp.") -> GGUF suffix after blk.N.
+MTP_MAP = {
+    "fc.weight": "nextn.eh_proj.weight",
+    "pre_fc_norm_embedding.weight": "nextn.enorm.weight",
+    "pre_fc_norm_hidden.weight": "nextn.hnorm.weight",
+    "norm.weight": "nextn.shared_head_norm.weight",
+    "embed_tokens.weight": "nextn.embed_tokens.weight",
+    "shared_head.head.weight": "nextn.shared_head_head.weight",
+}
+
+
+def count_mtp_layers(tensors, hp):
+    """MTP decoder layers in the checkpoint (config's mtp_num_hidden_layers when the tensors agree)."""
+    idx = set()
+    for n in tensors:
+        nn = normalize_name(n)
+        if nn is None:
+            continue
+        m = re.match(r"^mtp\.layers\.(\d+)\.", nn)
+        if m:
+            idx.add(int(m.group(1)))
+    n = max(idx) + 1 if idx else 0
+    want = int(hp.get("mtp_num_hidden_layers") or 0)
+    if want and n and want != n:
+        raise ConvertError(f"config.json: mtp_num_hidden_layers {want} but the checkpoint has {n} mtp.layers")
+    return n
 
 
 def layer_is_attention(arch, hp, i):
@@ -315,8 +350,9 @@ def same_tensor(a, b):
     return all(np.array_equal(x[r:r + step], y[r:r + step]) for r in range(0, x.shape[0], step))
 
 
-def build_plan(tensors, arch, hp, want, overrides=()):
+def build_plan(tensors, arch, hp, want, overrides=(), keep_mtp=True):
     n_layer = int(need(hp, "num_hidden_layers"))
+    n_mtp = count_mtp_layers(tensors, hp) if arch == "qwen35" and keep_mtp else 0
     tied = bool(hp.get("tie_word_embeddings", False))
     if tied:
         # a checkpoint may still carry lm_head.weight; drop it only if it really is the embedding
@@ -347,7 +383,24 @@ def build_plan(tensors, arch, hp, want, overrides=()):
             skipped.append(src_name)
             continue
         t = tensors[src_name]
-        if name == "model.embed_tokens.weight":
+        if name.startswith("mtp."):
+            if not n_mtp:
+                skipped.append(src_name)
+                continue
+            rest = name[len("mtp."):]
+            m = re.match(r"^layers\.(\d+)\.(.+)$", rest)
+            if m:  # the MTP decoder layer: a full-attention layer numbered after the main ones
+                bid, sub = n_layer + int(m.group(1)), m.group(2)
+                if sub not in lmap or sub.startswith("linear_attn."):
+                    raise ConvertError(f"tensor {src_name}: no GGUF name for MTP layer tensor '{sub}'")
+                gname = f"blk.{bid}.{lmap[sub]}"
+                seen.setdefault(bid, set()).add(sub)
+            elif rest in MTP_MAP:
+                sub = MTP_MAP[rest]  # its norms get +1 below, as in llama.cpp
+                gname = f"blk.{n_layer}.{MTP_MAP[rest]}"
+            else:
+                raise ConvertError(f"tensor {src_name}: not a recognised MTP tensor")
+        elif name == "model.embed_tokens.weight":
             gname = "token_embd.weight"
             sub = None
         elif name == "model.norm.weight":
@@ -410,6 +463,14 @@ def build_plan(tensors, arch, hp, want, overrides=()):
     if "output_norm.weight" not in items:
         raise ConvertError("checkpoint has no model.norm.weight")
     check_layers(arch, hp, seen)
+    for j in range(n_mtp):
+        got = seen.get(n_layer + j, set())
+        missing = sorted((set(COMMON_SUBS) | set(ATTN_SUBS)) - got)
+        if missing:
+            raise ConvertError(f"MTP layer {j}: missing mtp.layers.{j}.{missing[0]}")
+    for k in ("fc.weight", "pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight") if n_mtp else ():
+        if f"blk.{n_layer}.{MTP_MAP[k]}" not in items:
+            raise ConvertError(f"MTP block: missing mtp.{k}")
     if not tied and "output.weight" not in items:
         raise ConvertError("config says tie_word_embeddings=false but the checkpoint has no lm_head.weight")
 
@@ -420,7 +481,7 @@ def build_plan(tensors, arch, hp, want, overrides=()):
         if m:
             return (1, int(m.group(1)), g)
         return (2, 0, g)
-    return [items[g] for g in sorted(items, key=order)], skipped
+    return [items[g] for g in sorted(items, key=order)], skipped, n_mtp
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,11 +544,13 @@ def _convert_1d(it, v):
 # ---------------------------------------------------------------------------------------------
 # metadata
 
-def write_metadata(w, arch, hp, ftype, model_dir):
+def write_metadata(w, arch, hp, ftype, model_dir, n_mtp=0):
     w.add_type(gguf.GGUFType.MODEL)
     w.add_name(Path(model_dir).resolve().name)
     n_layer = int(need(hp, "num_hidden_layers"))
-    w.add_block_count(n_layer)
+    w.add_block_count(n_layer + n_mtp)
+    if n_mtp:
+        w.add_nextn_predict_layers(n_mtp)
     if hp.get("max_position_embeddings") is not None:
         w.add_context_length(int(hp["max_position_embeddings"]))
     w.add_embedding_length(int(need(hp, "hidden_size")))
@@ -568,7 +631,7 @@ def parse_overrides(specs):
     return out
 
 
-def convert(model_dir, out_path, out_type="f16", verbose=True, tensor_types=()):
+def convert(model_dir, out_path, out_type="f16", verbose=True, tensor_types=(), keep_mtp=True):
     """tensor_types: ["REGEX=TYPE", ...] per-tensor type overrides for 2-D weights (matched
     against the GGUF tensor name); 1-D tensors, norms, ssm_conv1d/alpha/beta always stay F32."""
     if out_type not in OUT_TYPES:
@@ -577,7 +640,7 @@ def convert(model_dir, out_path, out_type="f16", verbose=True, tensor_types=()):
     overrides = parse_overrides(tensor_types)
     hf_arch, arch, hp = load_hparams(model_dir)
     tensors = index_checkpoint(model_dir)
-    plan, skipped = build_plan(tensors, arch, hp, want, overrides)
+    plan, skipped, n_mtp = build_plan(tensors, arch, hp, want, overrides, keep_mtp)
     vocab = int(need(hp, "vocab_size"))
     emb = next(it for it in plan if it.gname == "token_embd.weight")
     if emb.shape[0] != vocab:
@@ -587,7 +650,7 @@ def convert(model_dir, out_path, out_type="f16", verbose=True, tensor_types=()):
     tmp = out_path.with_name(f"{out_path.name}.{os.getpid()}.tmp")  # unique: concurrent runs don't collide
     w = gguf.GGUFWriter(str(tmp), arch)
     try:
-        write_metadata(w, arch, hp, ftype, model_dir)
+        write_metadata(w, arch, hp, ftype, model_dir, n_mtp)
         pre = write_tokenizer(w, arch, hp, model_dir)
         for it in plan:
             bshape, bdtype = out_byte_shape(it)
@@ -627,10 +690,12 @@ def main(argv=None):
     ap.add_argument("--type", default="f16", choices=sorted(OUT_TYPES), help="type for 2-D weight matrices")
     ap.add_argument("--tensor-type", action="append", metavar="REGEX=TYPE",
                     help="override the type of matching 2-D tensors, e.g. 'ffn_down=q8_0' (repeatable)")
+    ap.add_argument("--no-mtp", action="store_true", help="drop the MTP (multi-token-prediction) block")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     try:
-        convert(a.model_dir, a.out, a.type, verbose=not a.quiet, tensor_types=a.tensor_type)
+        convert(a.model_dir, a.out, a.type, verbose=not a.quiet, tensor_types=a.tensor_type,
+                keep_mtp=not a.no_mtp)
     except ConvertError as e:
         print(f"convert_hf: error: {e}", file=sys.stderr)
         return 1

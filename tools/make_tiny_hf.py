@@ -121,26 +121,50 @@ def copy_tokenizer(tok_dir, out_dir):
         shutil.copyfile(src, Path(out_dir) / f)
 
 
+def mtp_shapes(cfg):
+    """The MTP block as real Qwen3.5 checkpoints name and shape it (mtp.*: one full-attention
+    decoder layer with the output gate in q_proj, fc over [embedding; hidden], three norms)."""
+    d, hd = cfg.hidden_size, cfg.head_dim
+    L = "mtp.layers.0."
+    return {
+        "mtp.fc.weight": (d, 2 * d),
+        "mtp.pre_fc_norm_embedding.weight": (d,),
+        "mtp.pre_fc_norm_hidden.weight": (d,),
+        "mtp.norm.weight": (d,),
+        L + "input_layernorm.weight": (d,),
+        L + "post_attention_layernorm.weight": (d,),
+        L + "self_attn.q_proj.weight": (2 * cfg.num_attention_heads * hd, d),
+        L + "self_attn.k_proj.weight": (cfg.num_key_value_heads * hd, d),
+        L + "self_attn.v_proj.weight": (cfg.num_key_value_heads * hd, d),
+        L + "self_attn.o_proj.weight": (d, cfg.num_attention_heads * hd),
+        L + "self_attn.q_norm.weight": (hd,),
+        L + "self_attn.k_norm.weight": (hd,),
+        L + "mlp.gate_proj.weight": (cfg.intermediate_size, d),
+        L + "mlp.up_proj.weight": (cfg.intermediate_size, d),
+        L + "mlp.down_proj.weight": (d, cfg.intermediate_size),
+    }
+
+
 def add_mtp_tensors(out_dir, cfg, seed):
-    """Real Qwen3.5 checkpoints carry an MTP block under mtp.*; add a fake one so the converter's
-    skip path is exercised (transformers ignores these keys)."""
+    """Real Qwen3.5 checkpoints carry an MTP block under mtp.*, which transformers ignores: write
+    a random one into the safetensors (same init rules as the trunk: norms are (1 + w), output
+    projections small) so the converter's MTP export and the engine's draft head are tested."""
     import torch
     from safetensors.torch import load_file, save_file
     path = Path(out_dir) / "model.safetensors"
     sd = load_file(str(path))
     g = torch.Generator().manual_seed(seed + 1000)
-    d = cfg.hidden_size
-    extra = {
-        "mtp.fc.weight": (d, 2 * d),
-        "mtp.pre_fc_norm_embedding.weight": (d,),
-        "mtp.pre_fc_norm_hidden.weight": (d,),
-        "mtp.norm.weight": (d,),
-        "mtp.layers.0.input_layernorm.weight": (d,),
-        "mtp.layers.0.self_attn.q_proj.weight": (2 * cfg.num_attention_heads * cfg.head_dim, d),
-        "mtp.layers.0.mlp.down_proj.weight": (d, cfg.intermediate_size),
-    }
-    for k, shp in extra.items():
-        sd[k] = torch.randn(shp, generator=g)
+    for k, shp in sorted(mtp_shapes(cfg).items()):
+        if len(shp) == 1:
+            # (1 + w) norms; the final one is the head's input, scaled like model.norm
+            val = torch.randn(shp, generator=g) * 0.2 + (OUT_NORM - 1.0 if k == "mtp.norm.weight" else 0.0)
+        else:
+            val = torch.randn(shp, generator=g) * ((GAIN_OUT if k.endswith(OUT_PROJ) else GAIN) / math.sqrt(shp[1]))
+        sd[k] = val.contiguous()
+    cfg_path = Path(out_dir) / "config.json"
+    c = json.loads(cfg_path.read_text())
+    c["mtp_num_hidden_layers"] = 1
+    cfg_path.write_text(json.dumps(c, indent=2))
     save_file(sd, str(path), metadata={"format": "pt"})
 
 

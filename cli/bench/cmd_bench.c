@@ -33,6 +33,7 @@
 #include "nn/attention.h"
 #include "forward/seq.h"
 #include "nn/ops.h"
+#include "cli/bench/bench_mtp.h"
 #include "cli/bench/bench_matmuls.h"
 #include "cli/bench/bench_stats.h"
 #include "cli/bench/membw.h"
@@ -43,6 +44,7 @@ static void bench_usage(FILE *f) {
             "usage: kazeia bench -m MODEL.gguf [options]     prefill/decode speed + bandwidth use\n"
             "       kazeia bench --membw [-t T] [--json]    only measure memory read bandwidth\n"
             "       kazeia bench --cascade -m THINKER --guard GUARD [-c CTX]  resident memory (--cascade --help)\n"
+            "       kazeia bench --mtp -m MODEL.gguf [...]  MTP speculative decoding costs/speed (--mtp --help)\n"
             "  -p N             prefill tokens (default 512; 0 = no prefill test)\n"
             "  -n N             decode tokens (default 128; 0 = no decode test)\n"
             "  -t T             threads (default: all CPUs)\n"
@@ -251,6 +253,7 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { bench_usage(stdout); return 0; }
+        if (!strcmp(a, "--mtp")) return cmd_bench_mtp(argc, argv); /* bench_mtp.c */
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--profile")) { profile = 1; continue; }
         if (!strcmp(a, "--repack")) { repack = 1; continue; }

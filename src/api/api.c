@@ -205,6 +205,7 @@ kz_context *kz_context_new(kz_model *m, const kz_context_params *p, char *err, s
 
 void kz_context_free(kz_context *c) {
     if (!c) return;
+    kz_spec_free(c->spec);
     kz_seq_free(c->seq);
     kz_sampler_free(c->smp);
     free(c->hist);

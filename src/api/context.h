@@ -1,5 +1,6 @@
 /* The context's insides, shared by the files of src/api/ that implement kazeia.h (api.c: contexts,
- * eval, state, kz_generate; decode.c: the decode loop; chat_api.c: conversations). Not installed. */
+ * eval, state, kz_generate; decode.c: the decode loop; chat_api.c: conversations; speculative.c:
+ * MTP drafts and verify). Not installed. */
 #ifndef KZ_API_CONTEXT_H
 #define KZ_API_CONTEXT_H
 #include <stdatomic.h>
@@ -8,6 +9,9 @@
 #include "kazeia.h"
 #include "api/sample.h"
 #include "forward/seq.h"
+#include "model/model.h"
+
+struct kz_spec; /* speculative.c */
 
 struct kz_context {
     kz_model *m;
@@ -30,6 +34,7 @@ struct kz_context {
     int snap_ntok;
     char err[512];      /* the last call's message and status ("" and KZ_OK after a success) */
     kz_status status;
+    struct kz_spec *spec; /* MTP speculative decoding (speculative.c); NULL: not set up yet */
 };
 
 /* error plumbing: every public call starts with kz_ctx_begin and fails through kz_ctx_seterr */
@@ -59,4 +64,15 @@ typedef struct {
  * max_tokens, a stop string, a full context, a cancel or an error. Fills st->n_gen, st->stop and
  * st->t_decode_ms. Requires valid logits. Returns 0, or -1 on error (st->stop = KZ_STOP_ERROR). */
 int kz_decode_run(kz_context *c, const kz_decode_opts *o, kz_stats *st);
+
+/* speculative.c: the decode loop's step for token tok (appends it to the sequence, leaves the
+ * logits after it in c->logits); 1 = not speculating (the caller evaluates tok itself). */
+int kz_spec_decode(kz_context *c, int32_t tok);
+/* speculative.c: after the decode loop, drop verified tokens the loop did not take */
+void kz_spec_end(kz_context *c);
+void kz_spec_free(struct kz_spec *sp);
+/* Tests: drafts from fn instead of the MTP block (the i-th draft after token tok, which follows
+ * hist[0..n_hist)), so the verify/accept path runs at any acceptance rate. NULL: the MTP block. */
+typedef int32_t (*kz_spec_oracle)(void *ud, const int32_t *hist, int n_hist, int32_t tok, int i);
+int kz_spec_set_oracle(kz_context *c, kz_spec_oracle fn, void *ud);
 #endif

@@ -111,10 +111,12 @@ int kz_decode_run(kz_context *c, const kz_decode_opts *o, kz_stats *st) {
         if (c->n_hist >= c->p.n_ctx) { st->stop = KZ_STOP_CTX_FULL; break; }
         c->logits_valid = 0;
         c->logits_argmax = -1;
-        if (kz_ctx_eval_chunk(c, &tok, 1, c->logits, 0) != 0) { st->stop = KZ_STOP_ERROR; break; }
+        const int r = kz_spec_decode(c, tok); /* MTP drafts + verify (speculative.c); 1: plain step */
+        if ((r > 0 ? kz_ctx_eval_chunk(c, &tok, 1, c->logits, 0) : r) != 0) { st->stop = KZ_STOP_ERROR; break; }
         c->logits_valid = 1;
         c->logits_argmax = kz_seq_logits_argmax(c->seq);
     }
+    kz_spec_end(c); /* verified tokens the loop did not take leave the sequence */
     if (!fin && st->stop != KZ_STOP_ERROR) {
         /* a trailing partial code point becomes U+FFFD rather than vanishing; held-back text that
          * never became a stop string is text after all */

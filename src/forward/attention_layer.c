@@ -14,6 +14,7 @@ typedef struct {
     const kz_layer *ly;
     kz_kv_layer *kv;
     int n, p0;
+    int t0;                 /* attn_fn: its tokens are rows t0.. of the chunk (a verify batch's step) */
     int hd, n_head, n_head_kv, n_rep; /* n_rep: q heads per kv head */
     int qh;                 /* floats per q head in b->q: its q, then (gated) its output gate */
     int gated;              /* qwen35: sigmoid output gate */
@@ -62,7 +63,7 @@ static void attn_gate(const attn_task *a, float *o, const float *q_head) {
 static void attn_merge_one(const attn_task *a, long it) {
     const kz_attn_bufs *b = &a->s->attn;
     const int hd = a->hd, n_rep = a->n_rep, ns = a->n_split;
-    const int t = (int)(it / a->n_head_kv), g = (int)(it % a->n_head_kv);
+    const int t = a->t0 + (int)(it / a->n_head_kv), g = (int)(it % a->n_head_kv);
     float *o = b->out + (size_t)t * b->ld_out + (size_t)g * n_rep * hd;
     kz_attn_merge(n_rep, hd, ns, b->ml + (size_t)it * ns * 2 * n_rep, b->acc + (size_t)it * ns * n_rep * hd, o,
                   (size_t)hd);
@@ -90,7 +91,7 @@ static void attn_fn(void *arg, int ith, int nth) {
     }
     const long n_items = (long)a->n * Hkv * ns;
     for (long it; (it = kz_dyn_take(&a->next, 1)) < n_items;) {
-        const int t = (int)(it / ((long)Hkv * ns)), rem = (int)(it % ((long)Hkv * ns));
+        const int t = a->t0 + (int)(it / ((long)Hkv * ns)), rem = (int)(it % ((long)Hkv * ns));
         const int g = rem / ns, sp = rem % ns;
         const int total = a->p0 + t + 1, len = (total + ns - 1) / ns;
         const int lo = sp * len, hi = lo + len < total ? lo + len : total;
@@ -153,7 +154,19 @@ void kz_attn_layer(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_pre
                     .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .n_rep = hp->n_head / hp->n_head_kv,
                     .qh = gated ? 2 * hd : hd, .gated = gated, .scale = 1.0f / sqrtf((float)hd)};
     if (n > 1) run_task(s, attn_prep_fn, &at); /* one token: in the attention's dispatch, below */
-    if (n >= KZ_ATTN_TILE_MIN && b->tile_scr) {
+    if (n > 1 && s->spec_rec) {
+        /* a verify batch: each token attends as its own decode step would (same position
+         * splits, same merge order), so its logits are those of plain decoding bit for bit */
+        for (int t = 0; t < n; t++) {
+            at.t0 = t;
+            at.n = 1;
+            at.n_split = attn_splits(1, hp->n_head_kv, p0 + t);
+            atomic_init(&at.next.next, 0);
+            for (long i = 0; i < hp->n_head_kv; i++) atomic_init(&b->cnt[i], 0);
+            run_task(s, attn_fn, &at);
+        }
+        at.n = n;
+    } else if (n >= KZ_ATTN_TILE_MIN && b->tile_scr) {
         at.n_split = 1;
         run_task(s, attn_tile_fn, &at);
     } else {
@@ -165,4 +178,27 @@ void kz_attn_layer(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_pre
     prof(s, KZ_PROF_ATTN);
     mm(s, &ly->wo, b->out, n, s->out, (size_t)hp->n_embd);
     prof(s, KZ_PROF_ATTN_PROJ);
+}
+
+/* the K/V items of one token range per thread (kv heads of every token) */
+static void attn_kv_fn(void *arg, int ith, int nth) {
+    const attn_task *a = arg;
+    long lo, hi;
+    kz_split((long)a->n * a->n_head_kv, ith, nth, &lo, &hi);
+    for (long i = lo; i < hi; i++) attn_prep_item(a, i / a->n_head_kv, a->n_head + (int)(i % a->n_head_kv));
+}
+
+void kz_attn_kv_layer(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_pre *pre) {
+    const kz_hparams *hp = &s->m->hp;
+    kz_attn_bufs *b = &s->attn;
+    const kz_wmat *w[] = {&ly->wk, &ly->wv};
+    float *y[] = {b->k, b->v};
+    const size_t ld[] = {b->ld_kv, b->ld_kv};
+    mm_group(s, w, 2, s->hn, n, y, ld, pre);
+    const int hd = hp->head_dim;
+    attn_task at = {.s = s, .ly = ly, .kv = &s->kv[ly->state_idx], .n = n, .p0 = p0, .hd = hd,
+                    .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .n_rep = hp->n_head / hp->n_head_kv,
+                    .qh = 2 * hd, .gated = 1, .scale = 1.0f / sqrtf((float)hd)};
+    run_task(s, attn_kv_fn, &at);
+    prof(s, KZ_PROF_ATTN);
 }

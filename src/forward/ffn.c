@@ -37,8 +37,10 @@ void kz_ffn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
     const size_t ld[] = {b->ld, b->ld};
     mm_group(s, w, 2, s->hn, n, y, ld, pre);
     prof(s, KZ_PROF_FFN);
-    if (n == 1 && !seq_aborted(s)) { /* one token: the SwiGLU is applied as the down projection quantises its input */
-        mm_swiglu_down(s, &ly->ffn_down, b->gate, b->up, s->out);
+    /* one token (or a verify batch, a few decode steps): the SwiGLU is applied as the down
+     * projection quantises its input, no dispatch of its own */
+    if ((n == 1 || s->spec_rec) && !seq_aborted(s)) {
+        mm_swiglu_down(s, &ly->ffn_down, b->gate, b->up, s->out, n);
     } else {
         swiglu_task st = {b->gate, b->up, b->ld, b->ld, hp->n_ff, n};
         if ((long)n * hp->n_ff < KZ_SWIGLU_PAR_MIN) swiglu_fn(&st, 0, 1);

@@ -3,6 +3,7 @@
  * chunks of up to n_batch tokens through each layer together (matmuls over the chunk).
  * The layers are in attention_layer.c, gdn_layer.c and ffn.c; the state in seq.c. */
 #include <stdint.h>
+#include <string.h>
 #include "forward/internal.h"
 #include "forward/mm.h"
 #include "nn/ops.h"
@@ -88,6 +89,22 @@ static void lm_head(kz_seq *s, int n, int lrow0, float *lout) {
     prof(s, KZ_PROF_HEAD);
 }
 
+/* With the MTP block on: the final norm of every row into s->hfin (the MTP's input), then
+ * the LM head on rows [lrow0, n) of it. The same norm and matmul as lm_head: the same bits. */
+static void lm_head_all(kz_seq *s, int n, int lrow0, float *lout) {
+    const kz_model *m = s->m;
+    const int E = m->hp.n_embd, nr = n - lrow0;
+    norm_pre np;
+    const kz_mm_pre *pre = norm(s, &np, s->x, m->hp.n_layer > 0 ? s->out : NULL, s->hfin, m->output_norm, E, n);
+    if (pre) pre->fn(pre->arg);
+    if (!lout || nr <= 0 || seq_aborted(s)) return;
+    if (nr == 1)
+        s->logits_argmax = mm_argmax(s, &m->output, s->hfin + (size_t)lrow0 * E, lout, NULL);
+    else
+        mm(s, &m->output, s->hfin + (size_t)lrow0 * E, nr, lout, (size_t)m->hp.n_vocab);
+    prof(s, KZ_PROF_HEAD);
+}
+
 /* One chunk of n <= n_batch tokens at positions p0..; logits rows [lrow0, n) -> lout.
  * Returns 0, or 1 when the abort flag stopped it (state as before the chunk). */
 static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lout, int lrow0) {
@@ -113,19 +130,45 @@ static int forward_chunk(kz_seq *s, const int32_t *tok, int n, int p0, float *lo
         pre = norm(s, &np, s->x, s->out, s->hn, ly->post_norm, E, n);
         kz_ffn_layer(s, ly, n, pre);
     }
-    if (lout && lrow0 < n) lm_head(s, n, lrow0, lout);
+    if (s->mtp_on) {
+        lm_head_all(s, n, lrow0, lout);
+        if (!seq_aborted(s)) {
+            if (s->spec_rec) memcpy(s->rec_h, s->hfin, (size_t)n * E * sizeof(float));
+            kz_mtp_fill(s, tok, n, p0);
+        }
+    } else if (lout && lrow0 < n) {
+        lm_head(s, n, lrow0, lout);
+    }
     return kz_seq_chunk_end(s); /* a cancel during the LM head: its logits were skipped */
 }
 
 int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float *logits,
                int want_all, char *err, size_t errlen) {
-    if (kz_seq_check_append(m, s, tokens, n, err, errlen)) return -1;
+    if (kz_seq_check_append(m, s, tokens, n, err, errlen)) {
+        if (s && s->m == m) s->spec_rec = 0; /* a refused verify batch leaves no verify mode behind */
+        return -1;
+    }
     s->logits_argmax = -1;
     if (s->prof_on) {
         s->prof_t = kz_now_ms();
         s->prof.tokens += n;
         s->prof.calls++;
     }
+    if (s->spec_rec) { /* a verify batch: one chunk, the state before it kept for verify_keep */
+        if (n > KZ_SPEC_NMAX || n > s->n_batch) {
+            s->spec_rec = 0;
+            kz_seterr(err, errlen, "verify batch of %d tokens (at most %d and n_batch %d)", n, KZ_SPEC_NMAX, s->n_batch);
+            return -1;
+        }
+        const kz_hparams *hp = &m->hp;
+        if (hp->n_gdn_layers)
+            memcpy(s->rec_state, s->conv_state,
+                   (s->conv_per_layer + s->ssm_per_layer) * (size_t)hp->n_gdn_layers * sizeof(float));
+        s->rec_p0 = s->n_past;
+        s->rec_n = n;
+        s->rec_mtp_n = s->mtp_n;
+    }
+    s->rec_valid = 0;
     for (int i0 = 0; i0 < n; i0 += s->n_batch) {
         const int nb = n - i0 < s->n_batch ? n - i0 : s->n_batch;
         float *lout = NULL;
@@ -136,9 +179,12 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
         }
         if (forward_chunk(s, tokens + i0, nb, s->n_past, lout, lrow0)) {
             kz_seterr(err, errlen, "cancelled after %d of %d tokens", i0, n);
+            s->spec_rec = 0;
             return KZ_FWD_ABORTED;
         }
         s->n_past += nb;
     }
+    s->rec_valid = s->spec_rec;
+    s->spec_rec = 0;
     return 0;
 }

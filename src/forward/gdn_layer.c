@@ -80,7 +80,7 @@ static void gdn_core_head(const gdn_task *a, int ith, int j) {
     const kz_gdn_bufs *b = &a->s->gdn;
     const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
     const float *q = b->conv, *k = q + hp->ssm_key_dim, *v = k + hp->ssm_key_dim;
-    if (a->n >= 2)
+    if (a->n >= 2 && !a->s->spec_rec) /* a verify batch steps token by token, as decode does */
         kz_gdn_chunked(&sh, a->n, q, k, v, b->ld_qkv, b->alpha, b->beta, b->ld_gate, a->ssm_state, b->core, b->ld_z,
                        j, j + 1, b->chunk_scr + (size_t)ith * b->chunk_scr_floats);
     else
@@ -145,6 +145,7 @@ void kz_gdn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
         run_task(s, gdn_core_fn, &gt); /* delta rule + gated norm */
     }
     prof(s, KZ_PROF_GDN_CORE);
+    if (s->spec_rec) kz_seq_rec_gdn(s, ly->state_idx, n);
     mm(s, &ly->wssm_out, b->core, n, s->out, (size_t)hp->n_embd);
     prof(s, KZ_PROF_GDN_PROJ);
 }

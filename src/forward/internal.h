@@ -78,6 +78,21 @@ struct kz_seq {
     int n_gdn_saved;        /* GDN layers (in state_idx order) whose state state_bak holds */
     kz_mm_observer observe; /* kz_seq_set_mm_observer; NULL: none */
     void *observe_user;
+    /* MTP draft head (mtp_layer.c): with mtp_on every forward also fills its KV (slot s holds
+     * the pair (trunk hidden at s, token s+1), rope position s+1) */
+    int mtp_on;
+    int mtp_n;              /* MTP KV slots filled: n_past - 1 once the sequence has tokens */
+    float *mtp_h;           /* [n_embd] trunk hidden after the final norm at position n_past - 1 */
+    float *hfin;            /* [B][n_embd] the chunk's final-normed hiddens (mtp_on) */
+    float *mtp_cat;         /* [B][2 n_embd] eh_proj input, embedding half first */
+    /* verify batch (kz_seq_verify_begin): per-token numerics identical to one-token steps, and
+     * what kz_seq_verify_keep needs to keep only a prefix of it */
+    int spec_rec;           /* the next forward chunk is a verify batch */
+    int rec_valid, rec_n, rec_p0, rec_mtp_n;
+    float *rec_state;       /* GDN conv + ssm state before the batch (state layout) */
+    float *rec_qkv, *rec_conv, *rec_g, *rec_beta; /* [n_gdn][KZ_SPEC_NMAX][conv_dim | conv_dim | H_v | H_v] */
+    float *rec_h;           /* [KZ_SPEC_NMAX][n_embd] final-normed hiddens of the batch */
+    float *rec_scr;         /* [KZ_SPEC_NMAX][d_inner] replay output scratch */
     /* profiling */
     int prof_on;
     double prof_t;          /* clock at the end of the last profiled part */
@@ -123,4 +138,14 @@ static inline void prof(kz_seq *s, int part) {
 void kz_attn_layer(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_pre *pre);
 void kz_gdn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre);
 void kz_ffn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre);
+/* only the K/V rows of n tokens at positions p0.. into the layer's cache (the MTP fill) */
+void kz_attn_kv_layer(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_pre *pre);
+/* MTP fill after a trunk chunk of tok[0..n) at p0 whose final-normed hiddens are in s->hfin
+ * (mtp_layer.c) */
+void kz_mtp_fill(kz_seq *s, const int32_t *tok, int n, int p0);
+/* zero the MTP block's K/V rows [0, n): slots no fill wrote (a restored state) read as
+ * neutral instead of stale or uninitialised (verify.c) */
+void kz_seq_mtp_kv_clear(kz_seq *s, int n);
+/* GDN layer idx's rows of a verify batch into the record (gdn_layer.c calls it) */
+void kz_seq_rec_gdn(kz_seq *s, int idx, int n);
 #endif

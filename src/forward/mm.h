@@ -34,14 +34,14 @@ static inline void mm_group(kz_seq *s, const kz_wmat *const *w, int nw, const fl
     kz_matmul(s->pool, &a);
 }
 
-/* one token: y = w_down silu(gate) * up, the SwiGLU done as X is quantised */
-static inline void mm_swiglu_down(kz_seq *s, const kz_wmat *w, float *gate, const float *up, float *y) {
+/* n tokens (decode: 1): y = w_down silu(gate) * up, the SwiGLU done as X is quantised */
+static inline void mm_swiglu_down(kz_seq *s, const kz_wmat *w, float *gate, const float *up, float *y, int n) {
     if (s->observe) { /* the SwiGLU into gate first (as the multi-token path does), then a plain matmul */
-        kz_swiglu(gate, up, (int)w->n_in);
-        mm(s, w, gate, 1, y, 0);
+        kz_swiglu(gate, up, n * (int)w->n_in);
+        mm(s, w, gate, n, y, 0);
         return;
     }
-    kz_matmul(s->pool, &(kz_mm){.w = {w}, .nw = 1, .n_tok = 1, .swiglu = {gate, up}, .y = {y}, .work = s->mm_work});
+    kz_matmul(s->pool, &(kz_mm){.w = {w}, .nw = 1, .n_tok = n, .swiglu = {gate, up}, .y = {y}, .work = s->mm_work});
 }
 
 /* one row of logits y = w x (x made by pre, as mm_group's), returning its argmax */
@@ -79,6 +79,14 @@ static inline size_t mm_work_bytes(const kz_model *m, int n_tok) {
         if (l->wq.data) w = mm_maxz(w, mm_work(g_attn, 3, n_tok));
         if (l->wqkv.data) w = mm_maxz(w, mm_work(g_gdn, 4, n_tok));
         if (l->ffn_gate.data) w = mm_maxz(w, mm_work(g_ffn, 2, n_tok));
+    }
+    if (m->mtp) { /* the MTP block: eh_proj reads 2 n_embd wide rows */
+        const kz_layer *l = &m->mtp->ly;
+        const kz_wmat *g_attn[] = {&l->wq, &l->wk, &l->wv}, *g_ffn[] = {&l->ffn_gate, &l->ffn_up},
+                      *ws[] = {&m->mtp->eh_proj, &m->mtp->head, &l->wo, &l->ffn_down};
+        for (size_t j = 0; j < sizeof ws / sizeof *ws; j++) w = mm_maxz(w, mm_work(&ws[j], 1, n_tok));
+        w = mm_maxz(w, mm_work(g_attn, 3, n_tok));
+        w = mm_maxz(w, mm_work(g_ffn, 2, n_tok));
     }
     return w;
 }

@@ -71,10 +71,15 @@ static void plan_scratch(kz_seq *s, arena *a) {
     s->hn = take(a, B, E);
     s->out = take(a, B, E);
     s->rope = take(a, B, (size_t)hp->n_rot);
+    if (s->m->mtp) {
+        s->hfin = take(a, B, E);
+        s->mtp_cat = take(a, B, 2 * E);
+        s->mtp_h = take(a, 1, E);
+    }
     const size_t layers_from = a->off; /* the layer views overlap from here */
     size_t end = layers_from;
 
-    if (hp->n_attn_layers) { /* a model without attention layers must not pay n_ctx-sized scratch */
+    if (hp->n_attn_layers || s->m->mtp) { /* a model without attention layers must not pay n_ctx-sized scratch */
         kz_attn_bufs *at = &s->attn;
         const size_t n_rep = (size_t)(hp->n_head / hp->n_head_kv), Hkv = (size_t)hp->n_head_kv;
         at->ld_q = (hp->arch == KZ_ARCH_QWEN35 ? 2u : 1u) * (size_t)hp->n_head * hd;
@@ -155,6 +160,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
 
     /* ---- sizes (all overflow-checked) ---- */
     const size_t row_bytes = kz_kv_type_row_bytes(kv, hp->head_dim);
+    const int n_kv_layers = hp->n_attn_layers + (m->mtp ? 1 : 0); /* the MTP block's after the trunk's */
     s->conv_per_layer = (size_t)hp->ssm_conv_dim * (size_t)(hp->ssm_d_conv > 0 ? hp->ssm_d_conv - 1 : 0);
     s->ssm_per_layer = (size_t)hp->ssm_n_v_heads * (size_t)hp->ssm_head_v_dim * (size_t)hp->ssm_d_state;
     const size_t state_floats = (s->conv_per_layer + s->ssm_per_layer) * (size_t)hp->n_gdn_layers;
@@ -165,7 +171,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     const size_t mmw = maxz(mm_work_bytes(m, n_batch), mm_work_bytes(m, 1));
     size_t kv_layer_bytes = 0, kv_bytes = 0, scr_bytes = 0, tmp = 0, total = 0;
     int ok = plan.ok && mul3(&kv_layer_bytes, (size_t)hp->n_head_kv * row_bytes, (size_t)n_ctx, 1) &&
-             mul3(&kv_bytes, kv_layer_bytes, 2, (size_t)hp->n_attn_layers) &&
+             mul3(&kv_bytes, kv_layer_bytes, 2, (size_t)n_kv_layers) &&
              mul3(&scr_bytes, plan.off, sizeof(float), 1) && add_to(&total, kv_bytes) &&
              mul3(&tmp, state_floats, sizeof(float), 1) && add_to(&total, tmp) && add_to(&total, scr_bytes) &&
              add_to(&total, mmw);
@@ -182,11 +188,11 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     }
 
     /* ---- allocate ---- */
-    if (hp->n_attn_layers) {
-        s->kv = calloc((size_t)hp->n_attn_layers, sizeof *s->kv);
+    if (n_kv_layers) {
+        s->kv = calloc((size_t)n_kv_layers, sizeof *s->kv);
         s->kv_mem = malloc(kv_bytes);
         if (!s->kv || !s->kv_mem) goto oom;
-        for (int i = 0; i < hp->n_attn_layers; i++) {
+        for (int i = 0; i < n_kv_layers; i++) {
             kz_kv_layer *l = &s->kv[i];
             l->n_head = hp->n_head;
             l->n_head_kv = hp->n_head_kv;
@@ -211,6 +217,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     arena place = {s->arena, 0, 1};
     plan_scratch(s, &place);
     kz_imrope_mask(s->rope_use_pos, hp->n_rot, hp->rope_sections);
+    s->mtp_on = m->mtp != NULL; /* the draft head's cache fills from the first token (verify.c) */
     return s;
 oom:
     kz_seterr(err, errlen, "out of memory allocating sequence state for n_ctx %d (%.2f GiB)", n_ctx,
@@ -231,6 +238,8 @@ void kz_seq_free(kz_seq *s) {
     free(s->mm_work);
     free(s->rope_use_pos);
     free(s->attn.cnt);
+    free(s->rec_state);
+    free(s->rec_qkv);
     free(s);
 }
 
@@ -242,6 +251,8 @@ void kz_seq_reset(kz_seq *s) {
     if (!s) return;
     if (s->conv_state) memset(s->conv_state, 0, gdn_state_floats(s) * sizeof(float));
     s->n_past = 0;
+    s->mtp_n = 0;
+    s->rec_valid = 0;
     s->logits_argmax = -1;
 }
 
@@ -266,6 +277,12 @@ int kz_seq_set_n_past(kz_seq *s, int n_past) {
     if (!s || n_past < 0 || n_past > s->n_ctx) return -1;
     s->n_past = n_past;
     s->logits_argmax = -1; /* state restored or rewound: the last logits are not ours */
+    /* the MTP KV and hidden are not part of a saved state: drafting restarts from an empty MTP
+     * context (drafts are only proposals; the verify keeps the output exact) */
+    s->mtp_n = 0;
+    s->rec_valid = 0;
+    if (s->mtp_h) memset(s->mtp_h, 0, (size_t)s->m->hp.n_embd * sizeof(float));
+    if (s->mtp_on && n_past) kz_seq_mtp_kv_clear(s, n_past);
     return 0;
 }
 

@@ -86,4 +86,27 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
 /* kz_argmax of the last logits row the last kz_forward wrote, when it wrote one row (the LM head
  * finds it as it writes the row: greedy decoding skips a scan of n_vocab floats); else -1. */
 int64_t kz_seq_logits_argmax(const kz_seq *s);
+
+/* ---- MTP draft head and speculative verification (mtp_layer.c, seq.c) ---- */
+#define KZ_SPEC_NMAX 9 /* tokens in one verify batch: the last accepted one + up to 8 drafts */
+/* 1 when the model has an MTP block */
+int kz_seq_has_mtp(const kz_seq *s);
+/* on: every kz_forward also fills the MTP block's KV, so drafting can start after any call.
+ * Turning it on needs an empty sequence (0, else -1). */
+int kz_seq_mtp_enable(kz_seq *s, int on);
+/* the trunk's final-normed hidden at position n_past - 1 (NULL before any token / MTP off) */
+const float *kz_seq_mtp_hidden(const kz_seq *s);
+/* One draft step: the MTP block on (hidden h, token tok) at KV slot `slot` (rope slot + 1);
+ * the first draft after n_past tokens uses slot n_past - 1 and kz_seq_mtp_hidden, a chained
+ * one the previous step's h_out and slot + 1. Writes n_vocab logits (may be NULL) and h_out
+ * (n_embd), returns the argmax. Draft slots beyond n_past - 1 are overwritten by the next fill. */
+int32_t kz_seq_mtp_draft(kz_seq *s, const float *h, int32_t tok, int slot, float *logits, float *h_out);
+/* The next kz_forward (n <= KZ_SPEC_NMAX tokens, one chunk) is a verify batch: every row's
+ * logits equal those of one-token steps bit for bit, and kz_seq_verify_keep can then drop
+ * its tail. 0, or -1 (out of memory for the record: message in err). */
+int kz_seq_verify_begin(kz_seq *s, char *err, size_t errlen);
+/* Keep the first keep (1..n) tokens of the last verify batch: KV truncated, GDN states
+ * restored and replayed over the kept tokens, MTP hidden/slots to match. Callable again
+ * with a smaller keep until the next forward. 0, or -1 (no such batch). */
+int kz_seq_verify_keep(kz_seq *s, int keep);
 #endif

@@ -58,4 +58,6 @@ extern const kz_arch_rules kz_arch_qwen35, kz_arch_qwen3;
  * beside the query, twice the rows) and the SwiGLU FFN */
 int kz_ld_attention(kz_tload *L, const kz_hparams *hp, int il, kz_layer *ly, int q_gate);
 int kz_ld_ffn(kz_tload *L, const kz_hparams *hp, int il, kz_layer *ly);
+/* Qwen3.5's MTP block at blk.il (qwen35.c): 1 loaded, 0 absent (no nextn.eh_proj), -1 error */
+int kz_ld_qwen35_mtp(kz_tload *L, const kz_model *m, int il, kz_mtp *mtp);
 #endif

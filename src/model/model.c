@@ -102,6 +102,13 @@ static int pack_list(kz_model *m, kz_wmat **out, int cap) {
         for (size_t j = 0; j < sizeof ws / sizeof *ws; j++)
             if (ws[j]->data && ws[j]->type == KZ_T_Q4_0 && ws[j]->n_out >= 16 && n < cap) out[n++] = ws[j];
     }
+    if (m->mtp) { /* its own matrices (embed / head are the trunk's unless the file has its own) */
+        kz_mtp *t = m->mtp;
+        kz_wmat *ws[] = {&t->eh_proj, &t->ly.ffn_gate, &t->ly.ffn_up, &t->ly.ffn_down, &t->ly.wq, &t->ly.wk,
+                         &t->ly.wv, &t->ly.wo, t->head.data != m->output.data ? &t->head : NULL};
+        for (size_t j = 0; j < sizeof ws / sizeof *ws; j++)
+            if (ws[j] && ws[j]->data && ws[j]->type == KZ_T_Q4_0 && ws[j]->n_out >= 16 && n < cap) out[n++] = ws[j];
+    }
     return n;
 }
 
@@ -127,7 +134,7 @@ static int pack_weights(kz_model *m, int n_threads) {
     /* weights in caller-owned memory cannot be released after the copy: packing them would
      * double the resident weights, so they stay as they are (zero-copy) */
     if (!m->gguf || !m->gguf->owns_map) return 0;
-    const int cap = 1 + 12 * m->hp.n_layer;
+    const int cap = 1 + 12 * m->hp.n_layer + 9;
     kz_wmat **list = malloc((size_t)cap * sizeof *list);
     if (!list) return -1;
     const int n = pack_list(m, list, cap);
@@ -226,6 +233,14 @@ static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *
         ly->state_idx = ly->is_gdn ? ig++ : ia++;
         if (rules->layer(&L, hp, il, ly)) goto fail_e2;
     }
+    if (hp->arch == KZ_ARCH_QWEN35 && hp->n_layer_all > hp->n_layer) {
+        kz_mtp *mtp = calloc(1, sizeof *mtp);
+        if (!mtp) { kz_seterr(err, errlen, "out of memory"); goto fail; }
+        m->mtp = mtp; /* freed with the model */
+        int r = kz_ld_qwen35_mtp(&L, m, hp->n_layer, mtp);
+        if (r < 0) goto fail_e2;
+        if (r == 0) { free(mtp); m->mtp = NULL; }
+    }
     if (kz_ld_convert_pending(m, &L)) goto fail_e2;
 
     if (params && params->repack_weights &&
@@ -233,6 +248,10 @@ static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *
         kz_seterr(err, errlen, "%s: out of memory for the repacked weights (%.1f MiB); load without repacking", path,
                   (double)m->repack_bytes / 1048576.0);
         goto fail;
+    }
+    if (m->mtp) { /* the trunk's head / embedding as packed above */
+        if (m->mtp->head.data == m->output.data) m->mtp->head = m->output;
+        if (m->mtp->embed.data == m->tok_embd.data) m->mtp->embed = m->tok_embd;
     }
 
     m->tok = kz_tokenizer_from_gguf(g, e2, sizeof e2);
@@ -277,6 +296,7 @@ void kz_model_free(kz_model *m) {
     if (!m) return;
     if (m->tok) kz_tokenizer_free(m->tok);
     free(m->layers);
+    free(m->mtp);
     free(m->f32_pool);
     free(m->repack_buf);
     if (m->gguf) kz_gguf_close(m->gguf);
@@ -318,7 +338,7 @@ int kz_model_describe(const kz_model *m, char *buf, size_t len) {
                      "vocab %d, attn heads %d/%d x %d (rope %d dims, base %g), GDN heads %d k / %d v x %d/%d, "
                      "conv %d, ctx_train %d, lm head %s, matrices: %s",
                      hp->n_layer, hp->n_gdn_layers, hp->n_attn_layers,
-                     hp->n_layer_all > hp->n_layer ? ", MTP block ignored" : "", hp->n_embd, hp->n_ff,
+                     m->mtp ? ", + MTP block" : hp->n_layer_all > hp->n_layer ? ", MTP block ignored" : "", hp->n_embd, hp->n_ff,
                      hp->n_vocab, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_base,
                      hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim,
                      hp->ssm_d_conv, hp->n_ctx_train, m->output.data == m->tok_embd.data ? "tied" : "separate",

@@ -40,6 +40,17 @@ typedef struct {
     const float *ssm_norm;                  /* [head_v_dim] */
 } kz_layer;
 
+/* Qwen3.5's multi-token-prediction block (blk.{n_layer}: docs/qwen35.md#mtp-blocks), the draft
+ * head of self-speculative decoding: u = eh_proj [rmsnorm(embed(x), enorm); rmsnorm(h, hnorm)],
+ * one gated full-attention layer + FFN (ly, its own KV slot), rmsnorm(head_norm), the LM head.
+ * embed / head / head_norm are the trunk's unless the file has the block's own. */
+typedef struct {
+    kz_layer ly;            /* is_gdn 0, state_idx = n_attn_layers (the KV slot after the trunk's) */
+    kz_wmat eh_proj;        /* n_in 2 n_embd (embedding half first), n_out n_embd */
+    const float *enorm, *hnorm, *head_norm;
+    kz_wmat embed, head;
+} kz_mtp;
+
 struct kz_model {
     kz_gguf *gguf;
     kz_hparams hp;
@@ -47,6 +58,7 @@ struct kz_model {
     kz_layer *layers;
     kz_wmat tok_embd, output;
     const float *output_norm;
+    kz_mtp *mtp;            /* NULL: no MTP block in the file */
     float *f32_pool;        /* owned f32 copies of small 1-D tensors stored as F16/BF16 */
     void *repack_buf;       /* owned q4_0_16x4 copies of the Q4_0 matrices (repack_weights) */
     size_t repack_bytes;

@@ -84,4 +84,33 @@ static int layer(kz_tload *L, const kz_hparams *hp, int il, kz_layer *ly) {
     return kz_ld_ffn(L, hp, il, ly);
 }
 
+int kz_ld_qwen35_mtp(kz_tload *L, const kz_model *m, int il, kz_mtp *mtp) {
+    char nm[96];
+    const kz_hparams *hp = &m->hp;
+    const int64_t d = hp->n_embd;
+#define TN(suffix) kz_ld_blk(nm, sizeof nm, il, suffix)
+    if (!kz_gguf_find_tensor(L->c->g, TN("nextn.eh_proj.weight"))) return 0;
+    memset(mtp, 0, sizeof *mtp);
+    if (kz_ld_mat(L, nm, 2 * d, d, &mtp->eh_proj)) return -1;
+    if (kz_ld_vec(L, TN("nextn.enorm.weight"), 1, d, 1, &mtp->enorm)) return -1;
+    if (kz_ld_vec(L, TN("nextn.hnorm.weight"), 1, d, 1, &mtp->hnorm)) return -1;
+    /* optional parts fall back to the trunk's, as llama.cpp's graph does */
+    mtp->head_norm = m->output_norm;
+    if (kz_gguf_find_tensor(L->c->g, TN("nextn.shared_head_norm.weight")) &&
+        kz_ld_vec(L, nm, 1, d, 1, &mtp->head_norm))
+        return -1;
+    mtp->embed = m->tok_embd;
+    if (kz_gguf_find_tensor(L->c->g, TN("nextn.embed_tokens.weight")) &&
+        kz_ld_mat(L, nm, d, hp->n_vocab, &mtp->embed))
+        return -1;
+    mtp->head = m->output;
+    if (kz_gguf_find_tensor(L->c->g, TN("nextn.shared_head_head.weight")) &&
+        kz_ld_mat(L, nm, d, hp->n_vocab, &mtp->head))
+        return -1;
+#undef TN
+    mtp->ly.is_gdn = 0;
+    mtp->ly.state_idx = hp->n_attn_layers;
+    return layer(L, hp, il, &mtp->ly) ? -1 : 1;
+}
+
 const kz_arch_rules kz_arch_qwen35 = {"qwen35", KZ_ARCH_QWEN35, hparams, layer};

@@ -27,7 +27,7 @@ from kzutil import BOUNDS_HF, BOUNDS_HF_SAME_WEIGHTS  # noqa: E402  (measured nu
 F32_BOUND = 1e-4
 
 EXPECT = {  # metadata of the tiny models (tools/make_tiny_hf.py), spelled out
-    "qwen35": {"block_count": 8, "embedding_length": 128, "feed_forward_length": 256,
+    "qwen35": {"block_count": 9, "nextn_predict_layers": 1, "embedding_length": 128, "feed_forward_length": 256,
                "attention.head_count": 4, "attention.head_count_kv": 2, "attention.key_length": 64,
                "attention.value_length": 64, "rope.dimension_count": 16, "rope.freq_base": 1e7,
                "rope.dimension_sections": [11, 11, 10, 0], "full_attention_interval": 4,
@@ -56,6 +56,11 @@ def expected_tensor_names(arch):
         names |= {f"blk.{i}.{p}.weight" for p in per}
         if arch == "qwen35" and (i + 1) % 4 != 0:
             names |= {f"blk.{i}.ssm_a", f"blk.{i}.ssm_dt.bias"}
+    if arch == "qwen35":  # the MTP block, blk.8, as llama.cpp's converter writes it
+        names |= {f"blk.8.{p}.weight" for p in ["attn_norm", "ffn_gate", "ffn_up", "ffn_down", "post_attention_norm",
+                                                 "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm",
+                                                 "attn_k_norm", "nextn.eh_proj", "nextn.enorm", "nextn.hnorm",
+                                                 "nextn.shared_head_norm"]}
     return names
 
 
@@ -126,7 +131,8 @@ def test_convert_metadata_and_names(arch):
             assert got == want, k
     assert kv[f"{arch}.attention.layer_norm_rms_epsilon"] == pytest.approx(1e-6, rel=1e-6)
     assert kv["general.file_type"] == 0
-    assert f"{arch}.nextn_predict_layers" not in kv  # MTP block skipped
+    if arch == "qwen3":
+        assert "qwen3.nextn_predict_layers" not in kv
     if arch == "qwen3":
         assert "qwen3.rope.dimension_count" not in kv  # llama.cpp default = head_dim
     assert kv["tokenizer.ggml.model"] == "gpt2"
