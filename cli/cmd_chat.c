@@ -33,7 +33,7 @@ typedef struct {
     int checks;        /* this turn: checks run, guard tokens evaluated / reused, ms */
     long n_eval, n_reused;
     double t_ms;
-    char last[192];    /* this turn: the last verdict, and the flags raised (flag mode) */
+    char v_prompt[160], v_answer[160]; /* this turn: the prompt's verdict, the answer's latest */
     char flag_prompt[192], flag_answer[192];
 } guard_state;
 
@@ -60,12 +60,12 @@ static int guard_outcome(guard_state *s, const char *what, int r, const kz_guard
     s->t_ms += v->t_ms;
     if (r < 0) { /* the verdict is filled fail-closed: blocked */
         snprintf(msg, cap, "guard error: %s", kz_guard_error(s->g));
-        snprintf(s->last, sizeof s->last, "%s: error", what);
+        snprintf(!strcmp(what, "prompt") ? s->v_prompt : s->v_answer, sizeof s->v_prompt, "error");
         return 1;
     }
     char vt[160];
     verdict_text(v, vt, sizeof vt);
-    snprintf(s->last, sizeof s->last, "%s %s", what, vt);
+    snprintf(!strcmp(what, "prompt") ? s->v_prompt : s->v_answer, sizeof s->v_prompt, "%s", vt);
     if (v->blocked) { snprintf(msg, cap, "guard: %s %s", what, vt); return 1; }
     if (v->unsafe) { /* flag mode: the prompt's flag, and the answer's latest */
         char *f = !strcmp(what, "prompt") ? s->flag_prompt : s->flag_answer;
@@ -80,7 +80,7 @@ static int guard_check_prompt(void *ud, const char *text, char *msg, size_t cap)
     s->checks = 0;
     s->n_eval = s->n_reused = 0;
     s->t_ms = 0;
-    s->last[0] = s->flag_prompt[0] = s->flag_answer[0] = 0;
+    s->v_prompt[0] = s->v_answer[0] = s->flag_prompt[0] = s->flag_answer[0] = 0;
     kz_guard_verdict v;
     int r = kz_guard_check_prompt(s->g, text, &v);
     if (guard_outcome(s, "prompt", r, &v, msg, cap)) return 1;
@@ -108,8 +108,9 @@ static int guard_check_answer(void *ud, const char *text, size_t len, int final,
 static void guard_turn_end(void *ud) {
     guard_state *s = ud;
     if (!s->checks) return;
-    fprintf(stderr, "[guard: %d check%s, %ld tok evaluated, %ld reused, %.1f ms | last: %s]\n", s->checks,
-            s->checks == 1 ? "" : "s", s->n_eval, s->n_reused, s->t_ms, s->last);
+    fprintf(stderr, "[guard: %d check%s, %ld tok evaluated, %ld reused, %.1f ms | prompt: %s | answer: %s]\n",
+            s->checks, s->checks == 1 ? "" : "s", s->n_eval, s->n_reused, s->t_ms, s->v_prompt,
+            s->v_answer[0] ? s->v_answer : "-");
     if (s->flag_prompt[0]) fprintf(stderr, "[guard flag: %s]\n", s->flag_prompt);
     if (s->flag_answer[0]) fprintf(stderr, "[guard flag: %s]\n", s->flag_answer);
     s->checks = 0;
