@@ -5,9 +5,12 @@ fallback), so each turn checks that the flow agrees with the verdicts the CLI pr
 policy and action given: a blocking prompt verdict -> the thinker never runs and the message is
 not added; a blocking answer verdict -> the reply and its prompt leave the conversation; flag
 mode -> flags printed, the turn kept. Branches a random guard cannot reach deterministically are
-forced with real code paths: a guard whose embeddings make 'U' follow 'Safety: ' (Unsafe with
-p ~ 1, so loose still blocks), and a guard context too small for the answer (a guard error
-fails closed mid-stream). Messages are counted with /stats after every turn.
+forced through the real code by editing the random weights (the verdict is still computed by the
+guard's forward pass and parsed by the real parser): a guard whose embeddings make 'U' follow
+'Safety: ' (Unsafe with p ~ 1, so loose still blocks); a thinker that always writes '~' and a
+guard that says Unsafe only when a '~' is in its context (so the prompt passes under loose and the
+answer is stopped mid-stream); a guard context too small for the answer (a guard error fails
+closed mid-stream). Messages are counted with /stats after every turn.
 """
 import re
 import shutil
@@ -51,12 +54,55 @@ def models(tmp_path_factory):
     emb[uu, 0] = 1000.0
     del rd, emb
     out["unsafe"] = u
+    out["tilde_thinker"] = d / "tilde-thinker.gguf"
+    out["tilde_guard"] = d / "tilde-guard.gguf"
+    tilde_thinker(out["thinker"], out["tilde_thinker"])
+    tilde_guard(out["guard"], out["tilde_guard"])
     return out
 
 
-def chat(models, guard, lines, *flags):
+def edit(src, dst):
+    import gguf
+    shutil.copyfile(src, dst)
+    rd = gguf.GGUFReader(str(dst), "r+")
+    f = rd.fields["tokenizer.ggml.tokens"]
+    toks = [bytes(f.parts[i]).decode("utf-8", "replace") for i in f.data]
+    T = {t.name: t.data for t in rd.tensors}
+    # residual dimension 0 is written by nothing but the embeddings (and the channel below)
+    for n, a in T.items():
+        if n.endswith(("attn_output.weight", "ssm_out.weight", "ffn_down.weight")):
+            a[0, :] = 0
+    return rd, toks, T
+
+
+def tilde_thinker(src, dst):
+    """Every position's residual points along e0, '~' the most: the tied head always picks '~'."""
+    rd, toks, T = edit(src, dst)
+    E = T["token_embd.weight"]
+    E[:, 0] = 50.0
+    E[toks.index("~"), 0] = 1000.0
+
+
+def tilde_guard(src, dst):
+    """Layer 0 attends uniformly (q = 0) and its value / output weights carry a '~' anywhere
+    before into residual dim 0 (about +1600 x 256 / n_tokens per '~'); without one, the last
+    token ' ' leaves -60 there. The tied head then puts 'U' (e0 = 1000) first only after a '~'."""
+    rd, toks, T = edit(src, dst)
+    E = T["token_embd.weight"]
+    E[:, 0:2] = 0
+    E[toks.index("~"), 1] = 1000.0
+    E[toks.index("\u0120"), 0] = -60.0
+    E[toks.index("U"), 0] = 1000.0
+    T["blk.0.attn_q.weight"][:] = 0
+    T["blk.0.attn_k.weight"][:, 1] = 0
+    T["blk.0.attn_v.weight"][:, 0] = 0
+    T["blk.0.attn_v.weight"][:, 1] = 100.0
+    T["blk.0.attn_output.weight"][0, :] = 1.0
+
+
+def chat(models, guard, lines, *flags, thinker=None):
     stdin = "".join(f"{l}\n/stats\n" for l in lines)
-    r = subprocess.run([str(need(KAZEIA)), "chat", "-m", str(models["thinker"]), "--guard", str(guard),
+    r = subprocess.run([str(need(KAZEIA)), "chat", "-m", str(thinker or models["thinker"]), "--guard", str(guard),
                         "-n", str(N_PREDICT), "-t", "2", "--think", "off", "--seed", "7", *map(str, flags)],
                        input=stdin.encode(), capture_output=True, timeout=600)
     return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
@@ -144,6 +190,27 @@ def test_unsafe_guard_flag_keeps(models):
     assert rc == 0, err
     assert check_flow(err, "strict", "flag", 2) == {"answer kept", "flagged"}
     assert "answer: Unsafe (p 1.00)" in err and out.strip() != ""
+
+
+def test_unsafe_answer_stopped_midstream(models):
+    rc, out, err = chat(models, models["tilde_guard"], ["hello there", "again"], "--guard-policy", "loose",
+                        "--guard-every", "2", thinker=models["tilde_thinker"])
+    assert rc == 0, err
+    assert check_flow(err, "loose", "block", 2) == {"answer blocked"}
+    assert "answer: Unsafe (p 1.00)" in err and "prompt: Unsafe" not in err, err
+    # stopped at the first check (2 pieces), long before -n
+    assert re.findall(r"decode (\d+) tok .*\| stopped\]", err) == ["2", "2"], err
+    assert out.split() == ["~~", "~~"], out
+
+
+def test_unsafe_answer_flagged_kept(models):
+    rc, out, err = chat(models, models["tilde_guard"], ["hello there", "again"], "--guard-policy", "loose",
+                        "--guard-action", "flag", "--guard-every", "2", thinker=models["tilde_thinker"])
+    assert rc == 0, err
+    assert check_flow(err, "loose", "flag", 2) == {"answer kept", "flagged"}
+    assert out.split() == ["~" * N_PREDICT] * 2, out
+    # a check every 2 of the 10 pieces and a final one, plus the prompt's
+    assert [int(g[0]) for g in GUARD.findall(err)] == [7, 7], err
 
 
 def test_guard_error_stops_answer(models):
