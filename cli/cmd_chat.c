@@ -59,7 +59,8 @@ static int guard_outcome(guard_state *s, const char *what, int r, const kz_guard
     s->n_reused += v->n_reused;
     s->t_ms += v->t_ms;
     if (r < 0) { /* the verdict is filled fail-closed: blocked */
-        snprintf(msg, cap, "guard error: %s", kz_guard_error(s->g));
+        const char *e = kz_guard_error(s->g);
+        snprintf(msg, cap, "guard error: %s%s", e, strstr(e, "n_ctx") ? " (kazeia chat: --guard-ctx N)" : "");
         snprintf(!strcmp(what, "prompt") ? s->v_prompt : s->v_answer, sizeof s->v_prompt, "error");
         return 1;
     }
