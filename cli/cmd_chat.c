@@ -21,8 +21,101 @@
 typedef struct {
     int (*check_prompt)(void *ud, const char *text, char *msg, size_t cap);
     int (*check_answer)(void *ud, const char *text, size_t len, int final, char *msg, size_t cap);
+    void (*turn_end)(void *ud); /* after each turn: print the guard's cost and flags (stderr) */
     void *ud;
 } chat_guard;
+
+/* The kz_guard_* checker behind --guard. It runs on this thread inside the thinker's piece
+ * callback, so guard and thinker use the cores in turn, never at once (docs/guard.md, Cores). */
+typedef struct {
+    kz_guard *g;
+    size_t fed;        /* bytes of the answer given to kz_guard_response_feed */
+    int checks;        /* this turn: checks run, guard tokens evaluated / reused, ms */
+    long n_eval, n_reused;
+    double t_ms;
+    char v_prompt[160], v_answer[160]; /* this turn: the prompt's verdict, the answer's latest */
+    char flag_prompt[192], flag_answer[192];
+} guard_state;
+
+static void verdict_text(const kz_guard_verdict *v, char *out, size_t cap) {
+    static const char *const names[] = {"Safe", "Controversial", "Unsafe"};
+    const float p = v->label == KZ_GUARD_SAFE ? v->p_safe : v->label == KZ_GUARD_UNSAFE ? v->p_unsafe
+                                                                                       : v->p_controversial;
+    int n = snprintf(out, cap, "%s (p %.2f)", names[v->label <= KZ_GUARD_UNSAFE ? v->label : 2], p);
+    for (int i = 0, first = 1; i < 9 && n > 0 && (size_t)n < cap; i++) {
+        if (!(v->categories & (1u << i))) continue;
+        n += snprintf(out + n, cap - (size_t)n, "%s%s", first ? ", categories: " : ", ", kz_guard_category_name(i));
+        first = 0;
+    }
+    if (v->refusal >= 0 && n > 0 && (size_t)n < cap)
+        n += snprintf(out + n, cap - (size_t)n, ", refusal %s", v->refusal ? "yes" : "no");
+    if (v->malformed && n > 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, ", malformed guard output");
+}
+
+/* one check's outcome: 1 blocks (msg says why), 0 lets through (a flag is recorded) */
+static int guard_outcome(guard_state *s, const char *what, int r, const kz_guard_verdict *v, char *msg, size_t cap) {
+    s->checks++;
+    s->n_eval += v->n_eval;
+    s->n_reused += v->n_reused;
+    s->t_ms += v->t_ms;
+    if (r < 0) { /* the verdict is filled fail-closed: blocked */
+        const char *e = kz_guard_error(s->g);
+        snprintf(msg, cap, "guard error: %s%s", e, strstr(e, "n_ctx") ? " (kazeia chat: --guard-ctx N)" : "");
+        snprintf(!strcmp(what, "prompt") ? s->v_prompt : s->v_answer, sizeof s->v_prompt, "error");
+        return 1;
+    }
+    char vt[160];
+    verdict_text(v, vt, sizeof vt);
+    snprintf(!strcmp(what, "prompt") ? s->v_prompt : s->v_answer, sizeof s->v_prompt, "%s", vt);
+    if (v->blocked) { snprintf(msg, cap, "guard: %s %s", what, vt); return 1; }
+    if (v->unsafe) { /* flag mode: the prompt's flag, and the answer's latest */
+        char *f = !strcmp(what, "prompt") ? s->flag_prompt : s->flag_answer;
+        snprintf(f, sizeof s->flag_prompt, "%s %s", what, vt);
+    }
+    return 0;
+}
+
+static int guard_check_prompt(void *ud, const char *text, char *msg, size_t cap) {
+    guard_state *s = ud;
+    s->fed = 0;
+    s->checks = 0;
+    s->n_eval = s->n_reused = 0;
+    s->t_ms = 0;
+    s->v_prompt[0] = s->v_answer[0] = s->flag_prompt[0] = s->flag_answer[0] = 0;
+    kz_guard_verdict v;
+    int r = kz_guard_check_prompt(s->g, text, &v);
+    if (guard_outcome(s, "prompt", r, &v, msg, cap)) return 1;
+    if (kz_guard_response_begin(s->g, text) != 0) {
+        snprintf(msg, cap, "guard error: %s", kz_guard_error(s->g));
+        return 1;
+    }
+    return 0;
+}
+
+static int guard_check_answer(void *ud, const char *text, size_t len, int final, char *msg, size_t cap) {
+    guard_state *s = ud;
+    kz_guard_verdict v;
+    int r = 0;
+    if (len > s->fed) { /* one call per streamed piece: the new bytes are that piece */
+        r = kz_guard_response_feed(s->g, text + s->fed, len - s->fed, &v);
+        s->fed = len;
+        if (r != 0 && guard_outcome(s, "answer", r < 0 ? -1 : 0, &v, msg, cap)) return 1;
+    }
+    if (!final) return 0;
+    r = kz_guard_response_end(s->g, &v);
+    return guard_outcome(s, "answer", r, &v, msg, cap);
+}
+
+static void guard_turn_end(void *ud) {
+    guard_state *s = ud;
+    if (!s->checks) return;
+    fprintf(stderr, "[guard: %d check%s, %ld tok evaluated, %ld reused, %.1f ms | prompt: %s | answer: %s]\n",
+            s->checks, s->checks == 1 ? "" : "s", s->n_eval, s->n_reused, s->t_ms, s->v_prompt,
+            s->v_answer[0] ? s->v_answer : "-");
+    if (s->flag_prompt[0]) fprintf(stderr, "[guard flag: %s]\n", s->flag_prompt);
+    if (s->flag_answer[0]) fprintf(stderr, "[guard flag: %s]\n", s->flag_answer);
+    s->checks = 0;
+}
 
 static void chat_usage(FILE *f) {
     fprintf(f,
@@ -41,6 +134,13 @@ static void chat_usage(FILE *f) {
             "  -b, --batch-size N       prefill chunk (default 512)\n"
             "  --kv f32|f16|q8_0        KV cache type (default f16)\n"
             "  --no-repack              keep Q4_0 weights zero-copy\n"
+            "  --guard FILE             guard model (Qwen3Guard-Gen, qwen3): checks each prompt before the\n"
+            "                           answer, and the answer as it streams\n"
+            "  --guard-policy strict|loose  Controversial counts as Unsafe (strict, default) or Safe\n"
+            "  --guard-action block|flag    Unsafe: block the prompt / stop and drop the answer (default),\n"
+            "                           or only print a flag\n"
+            "  --guard-every N          check the answer every N tokens and at the end (default 32; 0: end)\n"
+            "  --guard-ctx N            guard context in tokens (default 4096)\n"
             "In the chat: /reset, /system TEXT, /think on|off, /save FILE, /load FILE, /stats, /quit.\n"
             "Ctrl-C stops an answer; Ctrl-C at the prompt, a second Ctrl-C or EOF (Ctrl-D) exits.\n"
             "Without a terminal on stdin each line is one user turn.\n");
@@ -130,7 +230,8 @@ typedef struct { long turns, evaluated, reused; double t_pf, t_dc; long n_gen; }
 
 int cmd_chat(int argc, char **argv) {
     const char *P = "kazeia chat";
-    const char *model_path = NULL, *system = NULL;
+    const char *model_path = NULL, *system = NULL, *guard_path = NULL;
+    kz_guard_params gdp = kz_guard_default_params();
     int n_threads = 0, repack = -1, think = 1, n_ck = 0;
     overrides ov = {.n_predict = -1};
     kz_context_params cp = kz_context_default_params();
@@ -142,7 +243,9 @@ int cmd_chat(int argc, char **argv) {
         static const char *const with_value[] = {"-m", "--model", "--system", "--think", "-n", "--n-predict", "--temp",
                                                  "--top-k", "--top-p", "--min-p", "--presence-penalty",
                                                  "--repeat-penalty", "--seed", "--checkpoints", "-t", "--threads",
-                                                 "-c", "--ctx-size", "-b", "--batch-size", "--kv", NULL};
+                                                 "-c", "--ctx-size", "-b", "--batch-size", "--kv", "--guard",
+                                                 "--guard-policy", "--guard-action", "--guard-every",
+                                                 "--guard-ctx", NULL};
         int known = 0;
         for (int k = 0; with_value[k]; k++) if (!strcmp(a, with_value[k])) known = 1;
         if (!known) { fprintf(stderr, "%s: unknown option '%s' (see kazeia chat --help)\n", P, a); return 2; }
@@ -174,6 +277,17 @@ int cmd_chat(int argc, char **argv) {
             else if (!strcmp(v, "q8_0")) cp.kv_type = KZ_KV_Q8_0;
             else { fprintf(stderr, "%s: --kv expects f32, f16 or q8_0, got '%s'\n", P, v); bad = 1; }
         }
+        else if (!strcmp(a, "--guard")) guard_path = v;
+        else if (!strcmp(a, "--guard-policy")) {
+            if (!strcmp(v, "strict")) gdp.policy = KZ_GUARD_STRICT;
+            else if (!strcmp(v, "loose")) gdp.policy = KZ_GUARD_LOOSE;
+            else { fprintf(stderr, "%s: --guard-policy expects strict or loose, got '%s'\n", P, v); bad = 1; }
+        } else if (!strcmp(a, "--guard-action")) {
+            if (!strcmp(v, "block")) gdp.action = KZ_GUARD_BLOCK;
+            else if (!strcmp(v, "flag")) gdp.action = KZ_GUARD_FLAG;
+            else { fprintf(stderr, "%s: --guard-action expects block or flag, got '%s'\n", P, v); bad = 1; }
+        } else if (!strcmp(a, "--guard-every")) bad = kz_arg_int(P, a, v, 0, INT_MAX, &gdp.check_every);
+        else if (!strcmp(a, "--guard-ctx")) bad = kz_arg_int(P, a, v, 1, INT_MAX, &gdp.n_ctx);
         if (bad) return 2;
     }
     if (!model_path) { fprintf(stderr, "%s: missing -m MODEL.gguf (see kazeia chat --help)\n", P); return 2; }
@@ -199,7 +313,25 @@ int cmd_chat(int argc, char **argv) {
     }
     if (system && kz_chat_set_system(h, system) != 0) fprintf(stderr, "%s: %s\n", P, kz_chat_error(h));
 
-    const chat_guard *guard = NULL; /* --guard wires a kz_guard_* checker here */
+    kz_model *gm = NULL;
+    guard_state gs = {0};
+    chat_guard gh = {guard_check_prompt, guard_check_answer, guard_turn_end, &gs};
+    const chat_guard *guard = NULL;
+    if (guard_path) { /* loaded once, beside the thinker; its own context, used in turn with it */
+        gm = kz_model_load(guard_path, &mp, err, sizeof err);
+        gdp.n_threads = n_threads;
+        gs.g = gm ? kz_guard_new(gm, &gdp, err, sizeof err) : NULL;
+        if (!gs.g) {
+            fprintf(stderr, "%s: %s %s: %s\n", P, gm ? "cannot use guard model" : "cannot load guard model",
+                    guard_path, err[0] ? err : "unknown error");
+            kz_model_free(gm);
+            kz_chat_free(h);
+            kz_context_free(c);
+            kz_model_free(m);
+            return 1;
+        }
+        guard = &gh;
+    }
     const int tty = isatty(STDIN_FILENO);
     g_ctx = c;
     struct sigaction sa;
@@ -261,6 +393,7 @@ int cmd_chat(int argc, char **argv) {
         char gmsg[256] = "";
         if (guard && guard->check_prompt && guard->check_prompt(guard->ud, line, gmsg, sizeof gmsg)) {
             fprintf(stderr, "[prompt blocked%s%s]\n", gmsg[0] ? ": " : "", gmsg);
+            if (guard->turn_end) guard->turn_end(guard->ud);
             continue;
         }
         if (kz_chat_add(h, KZ_ROLE_USER, line) != 0) { fprintf(stderr, "[%s]\n", kz_chat_error(h)); continue; }
@@ -275,10 +408,15 @@ int cmd_chat(int argc, char **argv) {
         if (r == 0 && guard && guard->check_answer && !o.blocked &&
             guard->check_answer(guard->ud, o.text ? o.text : "", o.len, 1, o.msg, sizeof o.msg))
             o.blocked = 1;
-        if (o.blocked) kz_chat_pop(h); /* the blocked reply does not stay in the history */
+        if (o.blocked) { /* the blocked reply (kept if generated at all) and its prompt leave the history */
+            int n = kz_chat_n_messages(h);
+            if (n > 0 && kz_chat_message_role(h, n - 1) == KZ_ROLE_ASSISTANT && kz_chat_pop(h) == 0) n--;
+            if (n > 0 && kz_chat_message_role(h, n - 1) == KZ_ROLE_USER) kz_chat_pop(h);
+        }
         free(o.text);
         fputc('\n', stdout);
         fflush(stdout);
+        if (guard && guard->turn_end) guard->turn_end(guard->ud);
         if (r != 0) {
             fprintf(stderr, "[%s]\n", kz_chat_error(h));
             if (kz_chat_n_messages(h) > 0 && kz_chat_message_role(h, kz_chat_n_messages(h) - 1) == KZ_ROLE_USER)
@@ -286,7 +424,7 @@ int cmd_chat(int argc, char **argv) {
             if (kz_chat_status(h) != KZ_ERR_CTX_FULL) { rc = 1; }
             continue;
         }
-        if (o.blocked) fprintf(stderr, "[answer blocked%s%s]\n", o.msg[0] ? ": " : "", o.msg);
+        if (o.blocked) fprintf(stderr, "[answer blocked%s%s; removed from the conversation]\n", o.msg[0] ? ": " : "", o.msg);
         tot.turns++;
         tot.evaluated += st.n_prompt;
         tot.reused += st.n_reused;
@@ -301,6 +439,8 @@ int cmd_chat(int argc, char **argv) {
     g_ctx = NULL;
     kz_chat_free(h);
     kz_context_free(c);
+    kz_guard_free(gs.g);
+    kz_model_free(gm);
     kz_model_free(m);
     return rc;
 }

@@ -401,6 +401,10 @@ typedef struct {
     uint64_t scratch;           /* activations arena, matmul work area, token history, logits, sampler */
     uint64_t context_total;
     uint64_t total;             /* model_total + context_total */
+    /* one kz_chat checkpoint: the GDN conv + recurrent state and its tokens at a full context
+     * (n_ctx x 4 bytes); not in the totals: a conversation adds up to kz_chat_params.
+     * max_checkpoints (default 2) of them (a Qwen3 checkpoint holds only its tokens) */
+    uint64_t chat_checkpoint;
 } kz_memory_report;
 /* path: the GGUF file; mp / cp: the parameters it will be loaded and run with (NULL =
  * defaults). 0, or -1 with a message in err. */

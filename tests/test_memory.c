@@ -111,6 +111,7 @@ static void test_formulas(const char *q3, const char *q35) {
     CHECK(a.kv == 4ull * 2 * 1000 * 8 * 128 * 2);
     CHECK(b.kv == 3 * a.kv && b.model_total == a.model_total && a.gdn_state == 0 && a.checkpoints == 0);
     CHECK(q.kv == 4ull * 2 * 3000 * 8 * (128 / 32) * 34); /* Q8_0 blocks of 32: 34 bytes */
+    CHECK(a.chat_checkpoint == 1000 * 4); /* a qwen3 chat checkpoint: its tokens only */
     CHECK(a.total == a.model_total + a.context_total && a.file_bytes > a.weights_file);
     /* qwen35-0.8b shapes, 4 layers: one attention layer (2 kv heads x 256), three GDN layers */
     cp = kz_context_default_params();
@@ -119,6 +120,7 @@ static void test_formulas(const char *q3, const char *q35) {
     CHECK(a.kv == 1ull * 2 * 2048 * 2 * 256 * 2);
     const unsigned long long conv = (2ull * 16 * 128 + 2048) * 3, ssm = 16ull * 128 * 128;
     CHECK(a.gdn_state == 2 * ((3 * (conv + ssm) * 4 + 4095) / 4096 * 4096));
+    CHECK(a.chat_checkpoint == 3 * (conv + ssm) * 4 + 2048 * 4);
     /* errors */
     CHECK(kz_memory_estimate("/nonexistent.gguf", NULL, NULL, &a, err, sizeof err) == -1 && strstr(err, "nonexistent"));
     cp.n_ctx = -5;

@@ -104,6 +104,7 @@ static int context_terms(const kz_model *m, const kz_context_params *cp, kz_memo
     r->scratch = b.arena + b.mm_work + b.attn_cnt + (uint64_t)n_ctx * 4 + nv * 4 /* logits */ +
                  nv * (4 + 4 + 8 + 8) /* sampler */ + (uint64_t)n_threads * THREAD_BYTES;
     r->context_total = r->kv + r->gdn_state + r->checkpoints + r->scratch;
+    r->chat_checkpoint = b.gdn_state + (uint64_t)n_ctx * 4; /* chat_api.c ck_take: state + tokens */
     return 0;
 }
 
