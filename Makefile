@@ -183,12 +183,12 @@ test-chat-tty: all
 	 else echo "test-chat-tty: tmux is not installed, skipped (apt-get install tmux)"; fi
 test: test-chat-tty
 .PHONY: test-chat-tty
-# the two-turn chat example of docs/readme/chat.md, against the public header and static library
+# the two-turn chat example of docs/chat.md, against the public header and static library
 $(BUILD)/chat-example: examples/chat.c include/kazeia.h $(BUILD)/libkazeia.a
 	$(CC) -std=c11 -Wall -Wextra $(OPT) -Iinclude $(LDSAN) -o $@ $< $(BUILD)/libkazeia.a $(LDLIBS)
 example-chat: $(BUILD)/chat-example $(EXAMPLE_MODEL)
-	@awk '/^```c$$/{f=1;next} /^```$$/{f=0} f' docs/readme/chat.md | cmp -s - examples/chat.c || \
-	  { echo "docs/readme/chat.md's C example differs from examples/chat.c: keep them the same"; exit 1; }
+	@awk '/^```c$$/{f=1;next} /^```$$/{f=0} f' docs/chat.md | cmp -s - examples/chat.c || \
+	  { echo "docs/chat.md's C example differs from examples/chat.c: keep them the same"; exit 1; }
 	$(BUILD)/chat-example $(EXAMPLE_MODEL)
 test-c: example-chat
 .PHONY: example-chat

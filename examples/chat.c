@@ -1,4 +1,4 @@
-/* A two-turn conversation (docs/readme/chat.md; built and run by `make test-c`): the second
+/* A two-turn conversation (docs/chat.md; built and run by `make test-c`): the second
  * answer sees the first turn, and only the new tokens are evaluated. Only kazeia.h is needed. */
 #include <stdio.h>
 #include "kazeia.h"

@@ -501,7 +501,7 @@ KZ_API int kz_chat_load(kz_chat *chat, const char *path);
 /* The last call's outcome: message ("" after a success) and status. */
 KZ_API const char *kz_chat_error(const kz_chat *chat);
 KZ_API kz_status kz_chat_status(const kz_chat *chat);
-/* ---- MTP self-speculative decoding (issue 25; docs/readme/mtp.md) ----
+/* ---- MTP self-speculative decoding (issue 25; docs/mtp.md) ----
  * A Qwen3.5 GGUF with an MTP block (nextn_predict_layers) drafts tokens with it and kz_generate
  * verifies them in one batch through the model: the output is exactly plain decoding's (the
  * sampler picks every token from the model's own logits; a draft only saves the pass that

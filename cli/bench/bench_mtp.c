@@ -4,7 +4,7 @@
  * tail; plain and speculative decode tok/s through kz_generate with the acceptance by draft
  * position; and the projected speed-up S(a, k) = E(a, k) / (v(k+1) + k d) with
  * E(a, k) = (1 - a^(k+1)) / (1 - a) tokens per round at a per-draft acceptance a, v(n) the
- * verify cost and d the draft cost relative to a plain step (docs/readme/mtp.md). */
+ * verify cost and d the draft cost relative to a plain step (docs/mtp.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
