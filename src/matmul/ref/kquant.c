@@ -477,24 +477,37 @@ static void quant_q45_block(const float *x, uint8_t *b, int nbits) {
     }
     const float inv_s = max_scale > 0 ? 63.0f / max_scale : 0.0f;
     const float inv_m = max_min > 0 ? 63.0f / max_min : 0.0f;
+    uint8_t ls[8], lm[8];
+    for (int j = 0; j < 8; j++) {
+        /* the reference stores nearest_int into a uint8_t before the min: keep that truncation */
+        ls[j] = (uint8_t)nearest_int(inv_s * scales[j]);
+        lm[j] = (uint8_t)nearest_int(inv_m * mins[j]);
+        if (ls[j] > 63) ls[j] = 63;
+        if (lm[j] > 63) lm[j] = 63;
+    }
+    kz_ref_q45_K_finish(x, ls, lm, max_scale / 63.0f, max_min / 63.0f, nbits, L, b);
+}
+
+/* The end shared by the reference and the weighted Q4_K/Q5_K quantizers: 6-bit scales and mins
+ * packed, d and dmin stored, each level recomputed from the stored (rounded) scales, then the
+ * nibbles (and Q5_K's fifth bits) packed. */
+void kz_ref_q45_K_finish(const float *x, const uint8_t ls[8], const uint8_t lm[8], float d_block, float m_block,
+                         int nbits, uint8_t *L, uint8_t *b) {
+    const int nmax = (1 << nbits) - 1;
     uint8_t *sp = b + 4;
     memset(sp, 0, 12);
     for (int j = 0; j < 8; j++) {
-        /* the reference stores nearest_int into a uint8_t before the min: keep that truncation */
-        uint8_t ls = (uint8_t)nearest_int(inv_s * scales[j]), lm = (uint8_t)nearest_int(inv_m * mins[j]);
-        if (ls > 63) ls = 63;
-        if (lm > 63) lm = 63;
         if (j < 4) {
-            sp[j] = ls;
-            sp[j + 4] = lm;
+            sp[j] = ls[j];
+            sp[j + 4] = lm[j];
         } else {
-            sp[j + 4] = (uint8_t)((ls & 15) | ((lm & 15) << 4));
-            sp[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            sp[j] |= (uint8_t)((lm >> 4) << 6);
+            sp[j + 4] = (uint8_t)((ls[j] & 15) | ((lm[j] & 15) << 4));
+            sp[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+            sp[j] |= (uint8_t)((lm[j] >> 4) << 6);
         }
     }
-    f2h(b, max_scale / 63.0f);
-    f2h(b + 2, max_min / 63.0f);
+    f2h(b, d_block);
+    f2h(b + 2, m_block);
     uint8_t sc[8], m[8];
     kzk_scales_mins(sp, sc, m);
     const float d = h2f(b), dmin = h2f(b + 2);

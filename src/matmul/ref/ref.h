@@ -32,5 +32,7 @@ void kz_ref_pack32(const int q[32], uint8_t *qs, uint8_t *qh);
 /* the tails of Q2_K / Q3_K once the scales are stored in y: requantise x, pack L */
 void kz_ref_q2_K_finish(const float *x256, uint8_t *L, uint8_t *y);
 void kz_ref_q3_K_finish(const float *x256, int8_t *L, uint8_t *y);
+void kz_ref_q45_K_finish(const float *x256, const uint8_t ls[8], const uint8_t lm[8], float d, float dmin, int nbits,
+                         uint8_t *L, uint8_t *b);
 
 #endif

@@ -275,48 +275,12 @@ static void q45_K_block(const float *x, const float *qw, uint8_t *b, int nbits) 
         scales[j] = qkx3(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36);
     }
     const float d_block = qp(8, 63, scales, Ls, sw), m_block = qp(8, 63, mins, Lm, sw);
-    uint8_t *sp = b + 4;
-    memset(sp, 0, 12);
-    for (int j = 0; j < 8; j++) {
-        uint8_t ls = Ls[j], lm = Lm[j];
-        if (nbits == 5) { /* the Q5_K code clamps, the Q4_K code does not */
-            ls = ls < 63 ? ls : 63;
-            lm = lm < 63 ? lm : 63;
+    if (nbits == 5) /* the Q5_K code clamps, the Q4_K code does not */
+        for (int j = 0; j < 8; j++) {
+            Ls[j] = Ls[j] < 63 ? Ls[j] : 63;
+            Lm[j] = Lm[j] < 63 ? Lm[j] : 63;
         }
-        if (j < 4) {
-            sp[j] = ls;
-            sp[j + 4] = lm;
-        } else {
-            sp[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
-            sp[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            sp[j] |= (uint8_t)((lm >> 4) << 6);
-        }
-    }
-    f2h(b, d_block);
-    f2h(b + 2, m_block);
-    uint8_t sc[8], m[8];
-    kzk_scales_mins(sp, sc, m);
-    const float d = h2f(b), dmin = h2f(b + 2);
-    for (int j = 0; j < 8; j++) {
-        const float dd = d * (float)sc[j];
-        if (dd == 0.0f) continue;
-        const float dm = dmin * (float)m[j];
-        for (int i = 0; i < 32; i++) L[32 * j + i] = (uint8_t)clampi(nearest_int((x[32 * j + i] + dm) / dd), 0, nmax);
-    }
-    if (nbits == 4) {
-        uint8_t *qs = b + 16;
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
-    } else {
-        uint8_t *qh = b + 16, *qs = b + 48;
-        memset(qh, 0, 32);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) {
-                const int l1 = L[64 * c + l], l2 = L[64 * c + 32 + l];
-                qh[l] |= (uint8_t)(((l1 >> 4) << (2 * c)) | ((l2 >> 4) << (2 * c + 1)));
-                qs[32 * c + l] = (uint8_t)((l1 & 15) | ((l2 & 15) << 4));
-            }
-    }
+    kz_ref_q45_K_finish(x, Ls, Lm, d_block, m_block, nbits, L, b);
 }
 
 size_t kz_quant_row_w(uint32_t type, const float *src, void *dst, int64_t n_per_row, int64_t nrows, const float *imatrix) {
