@@ -47,8 +47,10 @@ def load(hf_dir):
 
 
 @torch.no_grad()
-def score(m, ids, ctx, bs=8):
+def score(m, ids, ctx, bs=8, max_windows=0):
     n = len(ids) // ctx
+    if max_windows:
+        n = min(n, max_windows)
     w = torch.tensor(ids[:n * ctx], dtype=torch.long).view(n, ctx)
     nll, acc_t, acc_m, accept = [], [], [], []
     half = ctx // 2
@@ -97,15 +99,18 @@ def main(argv=None):
     ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--json")
     ap.add_argument("--no-samples", action="store_true")
+    ap.add_argument("--max-windows", type=int, default=0, help="score only the first N windows (quick look)")
+    ap.add_argument("--per-language", action="store_true", help="also the English and French parts alone")
     a = ap.parse_args(argv)
     torch.set_num_threads(2)
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(Path(a.hf_dir) / "tokenizer.json"))
     m = load(a.hf_dir)
     res = {}
-    for name in ("heldout_plain", "heldout_plain_en", "heldout_plain_fr"):
+    names = ["heldout_plain"] + (["heldout_plain_en", "heldout_plain_fr"] if a.per_language else [])
+    for name in names:
         ids = tok.encode((Path(a.corpus) / f"{name}.txt").read_text(encoding="utf-8")).ids
-        r = score(m, ids, a.ctx)
+        r = score(m, ids, a.ctx, max_windows=a.max_windows)
         res[name] = r
         print(f"{name}: ppl {r['ppl']:.3f} +/- {r['ppl_stderr']:.3f} ({r['scored_tokens']} scored tokens, ctx {a.ctx}); "
               f"trunk top-1 {r['trunk_top1']:.3f}, MTP top-1 {r['mtp_top1']:.3f}, "

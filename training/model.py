@@ -17,6 +17,8 @@ from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer, Qw
 
 def make_config(vocab, d, n_layer, ffn, n_head, n_kv, head_dim, gdn_k, gdn_v, gdn_hd,
                 attn_every=4, ctx=512, eot_id=0):
+    # pad_token_id None: a padding_idx would freeze the <|endoftext|> embedding row, and that
+    # token separates every training document.
     return Qwen3_5TextConfig(
         vocab_size=vocab, hidden_size=d, intermediate_size=ffn, num_hidden_layers=n_layer,
         num_attention_heads=n_head, num_key_value_heads=n_kv, head_dim=head_dim,
@@ -29,8 +31,6 @@ def make_config(vocab, d, n_layer, ffn, n_head, n_kv, head_dim, gdn_k, gdn_v, gd
                          "mrope_section": [11, 11, 10], "mrope_interleaved": True},
         tie_word_embeddings=True, eos_token_id=eot_id, pad_token_id=None, bos_token_id=None,
         architectures=["Qwen3_5ForCausalLM"], attn_implementation="sdpa")
-# pad_token_id None: with it nn.Embedding would freeze the <|endoftext|> row (padding_idx) although
-# that token separates every training document.
 
 
 class MTPHead(nn.Module):

@@ -7,7 +7,8 @@ Resumes automatically from RUN/ckpt.pt (model, optimizer, step, data-sampler and
 states): kill it (SIGTERM saves first) and start the same command again. Writes every
 --ckpt-minutes RUN/ckpt.pt (atomic rename), RUN/best.pt (weights with the lowest held-out loss,
 see --eval-every), RUN/loss.csv and RUN/config.json. Model/data shape options only apply to a
-fresh run; a resumed run keeps its stored config (--max-steps and --lr may be changed).
+fresh run; a resumed run keeps its stored config (--max-steps, --lr and --batch may be changed,
+e.g. a larger --batch on a GPU).
 """
 import argparse
 import csv
@@ -68,7 +69,7 @@ def main(argv=None):
     ap.add_argument("--tokens", default="/work/train-state/tokens")
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=None, help="sequences per step (default 8; may change on resume)")
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
     ap.add_argument("--warmup", type=int, default=300)
@@ -96,11 +97,14 @@ def main(argv=None):
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False) if ckpt_path.exists() else None
     if state:
         shape, hp = state["shape"], state["hparams"]
-        for k in ("seq", "batch", "vocab", "mtp_lambda", "wd", "warmup", "min_lr_frac"):
-            setattr(a, k.replace("-", "_"), hp[k])
+        for k in ("seq", "vocab", "mtp_lambda", "wd", "warmup", "min_lr_frac"):
+            setattr(a, k, hp[k])
+        if a.batch is None:
+            a.batch = hp["batch"]
         print(f"resuming {ckpt_path} at step {state['step']}", flush=True)
     else:
         shape = dict(SHAPE)
+    a.batch = a.batch or 8
     cfg = make_config(a.vocab, **shape, eot_id=0)
     torch.manual_seed(a.seed)
     model = Model(cfg).to(dev)
