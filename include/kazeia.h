@@ -211,6 +211,18 @@ KZ_API int kz_generate(kz_context *c, const char *system, const char *user, int 
  * inside a prefill chunk). Each of those calls clears a pending request when it starts. */
 KZ_API void kz_cancel(kz_context *c);
 
+/* ---- android (issue 26): raw token streaming, for language bindings ----
+ * kz_piece_cb hands out text already cut at code points; a binding that decodes itself (the JNI
+ * layer: Java's NewStringUTF aborts the VM on partial or 4-byte UTF-8) wants each token's bytes
+ * as they are, with its id. */
+/* Called once per sampled token but the final end-of-turn, with its raw bytes: possibly a
+ * partial or ill-formed UTF-8 sequence, to be decoded incrementally by the caller; len 0 for a
+ * control token (not printed). Return non-zero to stop (stats->stop = KZ_STOP_CANCELLED). */
+typedef int (*kz_token_cb)(int32_t tok, const char *bytes, size_t len, void *userdata);
+/* kz_generate with a token callback: same prompt, prefix reuse, sampling, cancel and stats. */
+KZ_API int kz_generate_raw(kz_context *c, const char *system, const char *user, int max_tokens,
+                           kz_token_cb cb, void *userdata, kz_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -530,8 +530,9 @@ static int token_piece(kz_context *c, int32_t tok) {
     return r;
 }
 
-int kz_generate(kz_context *c, const char *system, const char *user, int max_tokens,
-                kz_piece_cb cb, void *userdata, kz_stats *stats) {
+/* kz_generate (cb: UTF-8 text pieces) and kz_generate_raw (tcb: every token's raw bytes) */
+static int generate(kz_context *c, const char *system, const char *user, int max_tokens,
+                    kz_piece_cb cb, kz_token_cb tcb, void *userdata, kz_stats *stats) {
     kz_stats st;
     memset(&st, 0, sizeof st);
     st.stop = KZ_STOP_ERROR;
@@ -610,7 +611,10 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
         int32_t tok = kz_sampler_sample_hint(c->smp, c->logits, c->hist, c->n_hist, c->logits_argmax);
         st.n_gen++;
         if (kz_tok_is_eog(c->m->tok, tok)) { st.stop = KZ_STOP_EOG; break; }
-        if (!kz_tok_is_control(c->m->tok, tok)) {
+        if (tcb) { /* raw: every token, a control token without its text */
+            int len = kz_tok_is_control(c->m->tok, tok) ? 0 : token_piece(c, tok);
+            if (tcb(tok, c->piece, len > 0 ? (size_t)len : 0, userdata) != 0) { st.stop = KZ_STOP_CANCELLED; break; }
+        } else if (!kz_tok_is_control(c->m->tok, tok)) {
             int len = token_piece(c, tok);
             if (len < 0) len = 0; /* id past the tokenizer's table (padded LM head): no text */
             /* feed in slices small enough that nothing is cut (ill-formed bytes expand 3x) */
@@ -651,4 +655,14 @@ fail_keep:
     free(prompt);
     if (stats) *stats = st;
     return -1;
+}
+
+int kz_generate(kz_context *c, const char *system, const char *user, int max_tokens,
+                kz_piece_cb cb, void *userdata, kz_stats *stats) {
+    return generate(c, system, user, max_tokens, cb, NULL, userdata, stats);
+}
+
+int kz_generate_raw(kz_context *c, const char *system, const char *user, int max_tokens,
+                    kz_token_cb cb, void *userdata, kz_stats *stats) {
+    return generate(c, system, user, max_tokens, NULL, cb, userdata, stats);
 }
