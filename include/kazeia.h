@@ -72,7 +72,7 @@ typedef struct kz_model kz_model;     /* immutable weights (mmap), vocab, hparam
 typedef struct kz_context kz_context; /* per-sequence state: KV, GDN state, scratch, sampler */
 
 typedef struct {
-    int n_threads; /* threads for the shared worker pool; 0 = number of online CPUs */
+    int n_threads; /* threads for the shared worker pool; 0 = the fast cores (big.LITTLE aware) */
     /* 1 (default): on CPUs with AVX-512 VNNI, copy the Q4_0 matrices at load into a 16-row
      * interleaved layout their kernels stream contiguously (decode ~1.6x faster, same results
      * bit for bit). The copy replaces the file pages (resident size stays ~1x) but is no longer
