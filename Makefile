@@ -176,3 +176,32 @@ FORCE:
 .PHONY: FORCE print-src all dev tests-build test test-c test-py py-deps example demo clean fuzz fuzz-smoke fuzz-seeds
 -include $(DEPS)
 -include $(FUZZ_OBJ:.o=.d)
+
+# ---- android (issue 26): the JNI library an app ships, and its JVM tests ----
+#   make jni       -> $(BUILD)/libkazeia_engine.so: the engine linked statically + jni/kazeia_jni.c,
+#                     exporting JNI_OnLoad and Java_* only, LOAD segments 16 KB aligned (Android 15+)
+#   make test-jni  -> the .so's checks (tests/check_jni_so.sh) and the JUnit tests on this JVM
+# JNI headers: the JDK's for a host build; the NDK's sysroot has jni.h (JNI_CFLAGS= for it).
+JAVA_HOME  ?= $(patsubst %/bin/javac,%,$(realpath $(shell command -v javac 2>/dev/null)))
+JNI_CFLAGS ?= $(if $(findstring android,$(shell $(CC) -dumpmachine 2>/dev/null)),,-I$(JAVA_HOME)/include -I$(JAVA_HOME)/include/linux)
+JNI_LDLIBS := $(if $(findstring android,$(shell $(CC) -dumpmachine 2>/dev/null)),-lm -ldl,-lm -ldl -lpthread)
+JNI_SO     := $(BUILD)/libkazeia_engine.so
+$(BUILD)/obj/jni/kazeia_jni.o: jni/kazeia_jni.c include/kazeia.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(JNI_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
+$(JNI_SO): $(OBJ) $(BUILD)/obj/jni/kazeia_jni.o jni/libkazeia_engine.map
+	$(CC) -shared $(LDSAN) -o $@ $(OBJ) $(BUILD)/obj/jni/kazeia_jni.o \
+	  -Wl,--version-script=jni/libkazeia_engine.map -Wl,-z,max-page-size=16384 -Wl,--as-needed \
+	  -Wl,--no-undefined -Wl,-soname,libkazeia_engine.so $(JNI_LDLIBS)
+jni: $(JNI_SO)
+
+# JVM tests: the Java wrapper (android/kazeia-android/src/main/java) + JUnit 4 (Debian junit4),
+# the stdlib-only Kotlin sources with Debian's kotlinc when it is installed, on tiny models.
+JUNIT_CP ?= /usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar
+JVM_DIR  := $(BUILD)/jvm
+$(BUILD)/jni_fixture: tests/jni/jni_fixture.c $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
+test-jni: $(JNI_SO) $(BUILD)/jni_fixture $(BUILD)/kz-mkmodel
+	@bash tests/check_jni_so.sh $(JNI_SO)
+	@JUNIT_CP=$(JUNIT_CP) KZ_BUILD=$(BUILD) bash tests/jni/run_jvm_tests.sh
+.PHONY: jni test-jni
