@@ -196,7 +196,8 @@ $(JNI_SO): $(OBJ) $(BUILD)/obj/jni/kazeia_jni.o jni/libkazeia_engine.map
 jni: $(JNI_SO)
 
 # JVM tests: the Java wrapper (android/kazeia-android/src/main/java) + JUnit 4 (Debian junit4),
-# the stdlib-only Kotlin sources with Debian's kotlinc when it is installed, on tiny models.
+# and the Kotlin sources but the Flow layer with Debian's kotlinc + kotlinx-coroutines 1.0 when
+# installed (kotlin, libkotlinx-coroutines-java, libkotlinx-atomicfu-java), on tiny models.
 JUNIT_CP ?= /usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar
 JVM_DIR  := $(BUILD)/jvm
 $(BUILD)/jni_fixture: tests/jni/jni_fixture.c $(BUILD)/libkztools.a $(BUILD)/libkazeia.a

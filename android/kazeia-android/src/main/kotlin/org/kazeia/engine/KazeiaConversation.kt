@@ -1,7 +1,6 @@
 package org.kazeia.engine
 
 import kotlinx.coroutines.Dispatchers
-import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.withContext
 
 /**
@@ -10,18 +9,20 @@ import kotlinx.coroutines.withContext
  * kz_generate: the system block is evaluated once and reused, but earlier turns are not yet seen
  * by the model. When the C chat API lands, send() calls it (only the new tokens evaluated), and
  * per-turn thinking, stop strings and guard verdicts become parameters / events here.
+ * send() (a Flow) is in KazeiaFlow.kt.
  */
-class KazeiaConversation internal constructor(private val conv: Conversation) {
-    val system: String? get() = conv.system()
+class KazeiaConversation internal constructor(internal val conversation: Conversation) {
+    val system: String? get() = conversation.system()
 
     /** The finished turns, oldest first. */
-    val history: List<Conversation.Turn> get() = conv.history()
+    val history: List<Conversation.Turn> get() = conversation.history()
 
-    /** Streams the reply to user: Token events, then Stats; the turn is recorded at the end. */
-    fun send(user: String, maxTokens: Int = 512, sampling: Sampling? = null): Flow<GenerationEvent> =
-        eventFlow { listener -> conv.send(user, maxTokens, sampling, listener) }
+    /** Answers user, events to onEvent (on the engine thread); cancellation cancels the reply. */
+    suspend fun sendTo(user: String, maxTokens: Int = 512, sampling: Sampling? = null,
+                       onEvent: (GenerationEvent) -> Unit): GenerationStats =
+        runGeneration(onEvent) { listener -> conversation.send(user, maxTokens, sampling, listener) }
 
-    suspend fun saveState(): ByteArray = withContext(Dispatchers.IO) { conv.saveState() }
-    suspend fun restoreState(image: ByteArray) = withContext(Dispatchers.IO) { conv.restoreState(image) }
-    suspend fun reset() = withContext(Dispatchers.IO) { conv.reset() }
+    suspend fun saveState(): ByteArray = withContext(Dispatchers.IO) { conversation.saveState() }
+    suspend fun restoreState(image: ByteArray) = withContext(Dispatchers.IO) { conversation.restoreState(image) }
+    suspend fun reset() = withContext(Dispatchers.IO) { conversation.reset() }
 }

@@ -1,18 +1,16 @@
 package org.kazeia.engine
 
 import kotlinx.coroutines.Dispatchers
-import kotlinx.coroutines.channels.Channel
-import kotlinx.coroutines.channels.awaitClose
-import kotlinx.coroutines.flow.Flow
-import kotlinx.coroutines.flow.buffer
-import kotlinx.coroutines.flow.callbackFlow
+import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.coroutines.withContext
+import kotlin.coroutines.resume
+import kotlin.coroutines.resumeWithException
 
 /**
  * The Kotlin API: a model and its context behind one owned native thread (Engine).
  *
  *     val engine = KazeiaEngine.load(path, engineConfig { nCtx = 4096 })
- *     engine.generate("You are helpful.", "Hello!", maxTokens = 256).collect { ev ->
+ *     engine.generate("You are helpful.", "Hello!", maxTokens = 256).collect { ev ->   // KazeiaFlow.kt
  *         when (ev) {
  *             is GenerationEvent.Token -> textView.append(ev.text)
  *             is GenerationEvent.Stats -> Log.i("kazeia", "${ev.decodeTokensPerSecond} tok/s")
@@ -20,9 +18,11 @@ import kotlinx.coroutines.withContext
  *     }
  *     engine.close()
  *
- * Cancelling the collecting coroutine calls kz_cancel: the engine stops inside the prefill chunk
- * it is in (at the next op) or before the next token. Errors are KazeiaException with the
- * engine's message (bad file, wrong model, prompt over the context); the engine stays usable.
+ * Cancelling the coroutine that collects (or that runs generateTo) calls kz_cancel: the engine
+ * stops inside the prefill chunk it is in (at the next op) or before the next token. Errors are
+ * KazeiaException with the engine's message (bad file, wrong model, prompt over the context); the
+ * engine stays usable. This file needs kotlinx-coroutines-core only (1.0 and up); the Flow API is
+ * in KazeiaFlow.kt.
  */
 class KazeiaEngine private constructor(val engine: Engine) {
 
@@ -38,11 +38,13 @@ class KazeiaEngine private constructor(val engine: Engine) {
     }
 
     /**
-     * Streams an answer: Token events, then one Stats. Cold: each collection runs one
-     * generation (queued behind any running one). sampling null keeps the current parameters.
+     * Runs one generation, handing each event to onEvent (on the engine's thread: keep it short),
+     * and returns its stats. Cancelling the calling coroutine cancels the generation (kz_cancel)
+     * and returns at once; the engine finishes the op in flight on its own thread.
      */
-    fun generate(system: String?, user: String, maxTokens: Int = 512, sampling: Sampling? = null): Flow<GenerationEvent> =
-        eventFlow { listener -> engine.generate(system, user, maxTokens, sampling, listener) }
+    suspend fun generateTo(system: String?, user: String, maxTokens: Int = 512, sampling: Sampling? = null,
+                           onEvent: (GenerationEvent) -> Unit): GenerationStats =
+        runGeneration(onEvent) { listener -> engine.generate(system, user, maxTokens, sampling, listener) }
 
     /** A conversation with this system prompt (see KazeiaConversation for what is multi-turn today). */
     fun conversation(system: String?): KazeiaConversation = KazeiaConversation(engine.conversation(system))
@@ -67,26 +69,31 @@ class KazeiaEngine private constructor(val engine: Engine) {
     fun closeBlocking() = engine.close()
 }
 
-/**
- * A Flow over one Generation: the listener sends into an unlimited channel (the engine thread
- * never blocks on a slow collector); the collector's cancellation cancels the generation.
- */
-internal fun eventFlow(start: (GenerationListener) -> Generation): Flow<GenerationEvent> = callbackFlow<GenerationEvent> {
-    val generation = start(object : GenerationListener {
+/** The listener that turns engine callbacks into GenerationEvents (Token, a final tail, Stats). */
+internal fun eventListener(onEvent: (GenerationEvent) -> Unit, onEnd: (GenerationStats?, KazeiaException?) -> Unit) =
+    object : GenerationListener {
         override fun onToken(id: Int, text: String, raw: ByteArray): Boolean {
-            trySend(GenerationEvent.Token(id, text, raw))
+            onEvent(GenerationEvent.Token(id, text, raw))
             return true
         }
 
         override fun onComplete(tail: String, stats: GenerationStats) {
-            if (tail.isNotEmpty()) trySend(GenerationEvent.Token(-1, tail, ByteArray(0)))
-            trySend(GenerationEvent.Stats(stats))
-            close()
+            if (tail.isNotEmpty()) onEvent(GenerationEvent.Token(-1, tail, ByteArray(0)))
+            onEvent(GenerationEvent.Stats(stats))
+            onEnd(stats, null)
         }
 
-        override fun onError(error: KazeiaException) {
-            close(error)
-        }
-    })
-    awaitClose { generation.cancel() }
-}.buffer(Channel.UNLIMITED)
+        override fun onError(error: KazeiaException) = onEnd(null, error)
+    }
+
+/** Suspends until the generation ends; the coroutine's cancellation cancels it. */
+internal suspend fun runGeneration(onEvent: (GenerationEvent) -> Unit, start: (GenerationListener) -> Generation): GenerationStats =
+    suspendCancellableCoroutine { cont ->
+        val generation = start(eventListener(onEvent) { stats, error ->
+            // after a cancellation the continuation is already resumed: these are then ignored
+            if (cont.isActive) {
+                if (stats != null) cont.resume(stats) else cont.resumeWithException(error!!)
+            }
+        })
+        cont.invokeOnCancellation { generation.cancel() }
+    }

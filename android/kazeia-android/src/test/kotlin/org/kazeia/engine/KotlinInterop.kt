@@ -2,41 +2,70 @@ package org.kazeia.engine
 
 import java.util.concurrent.CopyOnWriteArrayList
 import kotlin.system.exitProcess
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.cancelAndJoin
+import kotlinx.coroutines.delay
+import kotlinx.coroutines.launch
+import kotlinx.coroutines.runBlocking
 
 /**
- * The stdlib-only Kotlin sources (GenerationEvent.kt) against the Java wrapper and the real .so,
- * compiled with Debian's kotlinc (1.3) by tests/jni/run_jvm_tests.sh: builders, the events a Flow
- * would carry, and a Kotlin lambda as the Java listener. args: MODEL
+ * The Kotlin sources that build with Debian's kotlinc 1.3 and kotlinx-coroutines 1.0
+ * (GenerationEvent.kt, KazeiaEngine.kt, KazeiaConversation.kt) against the real .so, run by
+ * tests/jni/run_jvm_tests.sh: suspend load, generateTo's events (text = whole-buffer decode of
+ * the raw bytes), the collecting coroutine's cancellation reaching kz_cancel inside a prefill
+ * chunk, a conversation turn, errors. args: MODEL
  */
-fun main(args: Array<String>) {
-    val engine = Engine.load(args[0], engineConfig { nCtx = 512; sampling = sampling { temperature = 0.8f; seed = 9 } })
-    var failed = 0
+var failed = 0
+fun check(ok: Boolean, what: String) { if (!ok) { println("kotlin: FAIL $what"); failed++ } }
+
+fun main(args: Array<String>): Unit = runBlocking {
+    val engine = KazeiaEngine.load(args[0], engineConfig { nCtx = 8192; nBatch = 2048; sampling = sampling { temperature = 0.8f; seed = 9 } })
     try {
         val events = CopyOnWriteArrayList<GenerationEvent>()
         val raw = java.io.ByteArrayOutputStream()
-        engine.generate(null, "Kotlin ✓ 🚀", 24, null, object : GenerationListener {
-            override fun onToken(id: Int, text: String, raw0: ByteArray): Boolean {
-                events.add(GenerationEvent.Token(id, text, raw0))
-                raw.write(raw0)
-                return true
-            }
-            override fun onComplete(tail: String, stats: GenerationStats) {
-                if (tail.isNotEmpty()) events.add(GenerationEvent.Token(-1, tail, ByteArray(0)))
-                events.add(GenerationEvent.Stats(stats))
-            }
-        }).await()
-        val text = events.text()
-        val stats = events.last() as GenerationEvent.Stats
-        val whole = String(raw.toByteArray(), Charsets.UTF_8)
+        val stats = engine.generateTo(null, "Kotlin ✓ 🚀", 24) { ev ->
+            events.add(ev)
+            if (ev is GenerationEvent.Token) raw.write(ev.bytes)
+        }
+        val last = events.last() as GenerationEvent.Stats
         println("kotlin: ${events.size - 1} token events, ${stats.generatedTokens} generated, " +
-                "decode ${"%.1f".format(stats.decodeTokensPerSecond)} tok/s, stop ${stats.stopReason}")
-        if (text != whole) { println("kotlin: FAIL incremental text != whole decode"); failed++ }
-        if (stats.generatedTokens != 24 && stats.stopReason != GenerationStats.StopReason.EOG) { println("kotlin: FAIL count"); failed++ }
+                "decode ${"%.1f".format(last.decodeTokensPerSecond)} tok/s, stop ${last.stopReason}")
+        check(events.text() == String(raw.toByteArray(), Charsets.UTF_8), "incremental text != whole decode")
+        check(last.stats === stats, "the Stats event carries the returned stats")
+        check(stats.generatedTokens == 24 || stats.stopReason == GenerationStats.StopReason.EOG, "token count")
+
+        // cancel the coroutine in the middle of a 6000-token prompt (2048-token chunks)
+        val prompt = buildString { var i = 0; while (length < 6000) append('a' + (i++ * 7) % 26) }
+        val seen = CopyOnWriteArrayList<GenerationEvent>()
+        val job = launch(Dispatchers.Default) { engine.generateTo(null, prompt, 8) { seen.add(it) } }
+        delay(150)
+        val t0 = System.nanoTime()
+        job.cancelAndJoin()
+        val joinMs = (System.nanoTime() - t0) / 1e6
+        // the engine still reports the end to the listener: it must come within one op
+        var endMs = -1.0
+        while ((System.nanoTime() - t0) / 1e6 < 5000) {
+            val s = seen.filterIsInstance<GenerationEvent.Stats>().firstOrNull()
+            if (s != null) {
+                endMs = (System.nanoTime() - t0) / 1e6
+                check(s.stopReason == GenerationStats.StopReason.CANCELLED, "stop reason ${s.stopReason}")
+                check(s.generatedTokens == 0, "tokens after a cancel in prefill")
+                break
+            }
+            Thread.sleep(1)
+        }
+        println("kotlin: coroutine cancelled mid-prefill: joined in %.1f ms, engine stopped after %.1f ms".format(joinMs, endMs))
+        check(endMs in 0.0..200.0, "the engine took $endMs ms to stop")
+
+        val conv = engine.conversation("Be brief.")
+        val cs = conv.sendTo("hi", 4) { }
+        check(cs.stopReason != GenerationStats.StopReason.ERROR && conv.history.size == 1, "conversation turn")
+        check(engine.saveState().isNotEmpty(), "state image")
         try {
-            Engine.load(args[0] + ".missing", null)
-            println("kotlin: FAIL missing file loaded"); failed++
+            KazeiaEngine.load(args[0] + ".missing")
+            check(false, "missing file loaded")
         } catch (e: KazeiaException) {
-            if (!e.message!!.contains(".missing")) { println("kotlin: FAIL message ${e.message}"); failed++ }
+            check(e.message!!.contains(".missing") && e.status() == KazeiaException.IO, "message ${e.message}")
         }
     } finally {
         engine.close()
