@@ -209,6 +209,33 @@ public class EngineTest {
             assertEquals(KazeiaException.FORMAT, ex.status());
             assertTrue(ex.getMessage(), ex.getMessage().contains("junk.gguf"));
         }
+        // a well-formed GGUF of an architecture the engine does not run ("qwen35" -> "qwen99")
+        byte[] other = Files.readAllBytes(new File(MODEL).toPath());
+        byte[] from = "qwen35".getBytes(StandardCharsets.US_ASCII);
+        int swaps = 0;
+        for (int i = 0; i + from.length <= other.length; i++) {
+            boolean eq = true;
+            for (int k = 0; k < from.length && eq; k++) eq = other[i + k] == from[k];
+            if (eq) { other[i + 4] = '9'; other[i + 5] = '9'; swaps++; }
+        }
+        assertTrue(swaps > 5);
+        File wrong = new File(TMP, "wrong-arch.gguf");
+        Files.write(wrong.toPath(), other);
+        try {
+            Engine.load(wrong.getPath(), null);
+            fail("loaded an unknown architecture");
+        } catch (KazeiaException ex) {
+            assertEquals(ex.getMessage(), KazeiaException.UNSUPPORTED, ex.status());
+            assertTrue(ex.getMessage(), ex.getMessage().contains("qwen99"));
+        }
+        // a context the engine refuses: the model loaded first is freed again
+        try {
+            Engine.load(MODEL, new EngineConfig().nCtx(-5));
+            fail("n_ctx -5 accepted");
+        } catch (KazeiaException ex) {
+            assertEquals(KazeiaException.INVALID_ARG, ex.status());
+            assertTrue(ex.getMessage(), ex.getMessage().contains("n_ctx"));
+        }
         // a GGUF truncated in the middle of its tensor data
         byte[] model = Files.readAllBytes(new File(MODEL).toPath());
         File cut = new File(TMP, "cut.gguf");
