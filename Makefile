@@ -204,5 +204,13 @@ $(BUILD)/jni_fixture: tests/jni/jni_fixture.c $(BUILD)/libkztools.a $(BUILD)/lib
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
 test-jni: $(JNI_SO) $(BUILD)/jni_fixture $(BUILD)/kz-mkmodel
 	@bash tests/check_jni_so.sh $(JNI_SO)
+	@# the check must refuse a library linked the plain way (C++ runtime, every kz_ symbol, 4 KB pages)
+	@mkdir -p $(JVM_DIR)
+	@$(CC) -shared -o $(JVM_DIR)/unchecked.so $(OBJ) $(BUILD)/obj/jni/kazeia_jni.o -Wl,-z,max-page-size=4096 \
+	  -Wl,--no-as-needed -lstdc++ $(JNI_LDLIBS)
+	@out=$$(bash tests/check_jni_so.sh $(JVM_DIR)/unchecked.so 2>&1) && { echo "check_jni_so passed $(JVM_DIR)/unchecked.so"; exit 1; }; \
+	  for w in libstdc++ 'exports kz_generate' 'not 16 KB aligned'; do \
+	    echo "$$out" | grep -q "$$w" || { echo "check_jni_so did not report '$$w' on unchecked.so"; exit 1; }; done; \
+	  echo "check_jni_so: refuses a plainly linked library (NEEDED libstdc++, kz_* exports, 4 KB LOAD)"
 	@JUNIT_CP=$(JUNIT_CP) KZ_BUILD=$(BUILD) bash tests/jni/run_jvm_tests.sh
 .PHONY: jni test-jni
