@@ -23,7 +23,9 @@ public final class Engine implements AutoCloseable {
 
     private final ExecutorService exec;
     private volatile Thread thread;
-    private long model, ctx;              // engine thread only
+    private long model;                   // engine thread only
+    private long ctx;                     // written on the engine thread under ctxLock; read there freely
+    private final Object ctxLock = new Object(); // a cancel from another thread never meets a freed context
     private final EngineConfig cfg;
     private Sampling sampling;            // the context's, engine thread only
     private volatile Generation running;  // the generation in native code now
@@ -72,15 +74,19 @@ public final class Engine implements AutoCloseable {
         int[] ip = { cfg.nCtx, cfg.nBatch, cfg.threads, cfg.kvType, s.topK, s.repeatLastN, s.think ? 1 : 0 };
         float[] fp = { s.temperature, s.topP, s.minP, s.repeatPenalty, s.presencePenalty, s.frequencyPenalty };
         long c = NativeBridge.contextNew(model, ip, fp, s.seed);
-        if (ctx != 0) NativeBridge.contextFree(ctx);
-        ctx = c;
+        synchronized (ctxLock) {
+            if (ctx != 0) NativeBridge.contextFree(ctx);
+            ctx = c;
+        }
         sampling = s.copy();
     }
 
     private void freeNative() {
-        if (ctx != 0) NativeBridge.contextFree(ctx);
+        synchronized (ctxLock) {
+            if (ctx != 0) NativeBridge.contextFree(ctx);
+            ctx = 0;
+        }
         if (model != 0) NativeBridge.modelFree(model);
-        ctx = 0;
         model = 0;
     }
 
@@ -165,9 +171,8 @@ public final class Engine implements AutoCloseable {
 
     void cancelGeneration(Generation g) {
         g.cancelled = true;
-        if (running == g) {
-            long c = ctx;
-            if (c != 0) NativeBridge.cancel(c); // kz_cancel: thread-safe
+        synchronized (ctxLock) { // kz_cancel is thread-safe; the lock only keeps ctx alive meanwhile
+            if (running == g && ctx != 0) NativeBridge.cancel(ctx);
         }
     }
 
