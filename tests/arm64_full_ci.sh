@@ -60,13 +60,12 @@ fi
 
 # one test under qemu: NAME CPU BINARY; re-exec'ing tests go through KZ_TEST_EXEC
 run1() {
-  local name=$1 cpu=$2 bin=$3 t0=$SECONDS
+  local name=$1 cpu=$2 bin=$3 t0=$SECONDS rc=0 TIMEFORMAT='%U %S'
   local q="qemu-aarch64 -cpu $cpu -L $SYSROOT"
-  if timeout -k 10 "$LIM" env KZ_BUILD="$BUILD" KZ_TEST_SMALL=1 KZ_TEST_EXEC="$q" nice -n 10 $q "$bin" >"$LOGS/$name.log" 2>&1; then
-    echo "ok $name $((SECONDS - t0))"
-  else
-    echo "FAIL $name $((SECONDS - t0)) rc=$?"
-  fi
+  { time timeout -k 10 "$LIM" env KZ_BUILD="$BUILD" KZ_TEST_SMALL=1 KZ_TEST_EXEC="$q" nice -n 10 $q "$bin" \
+      >"$LOGS/$name.log" 2>&1; } 2>"$LOGS/$name.cpu" || rc=$?
+  local cpus; cpus=$(awk '{ printf "%.0f", $1 + $2 }' "$LOGS/$name.cpu" 2>/dev/null)
+  if [ "$rc" -eq 0 ]; then echo "ok $name $((SECONDS - t0)) ${cpus:-?}"; else echo "FAIL $name $((SECONDS - t0)) ${cpus:-?} rc=$rc"; fi
 }
 export -f run1
 export LIM SYSROOT LOGS BUILD
@@ -76,11 +75,13 @@ jobs_list=$(for t in "$BUILD"/test_*; do [ -x "$t" ] && echo "$(basename "$t") m
 # longest first, so the two lanes finish together
 jobs_list=$(printf '%s\n' "$jobs_list" | awk '{ w = ($1 ~ /test_api|test_kvcache|test_simd|test_state/) ? 0 : 1; print w, $0 }' | sort -s -k1,1n | cut -d' ' -f2-)
 echo "arm64_full_ci: $(printf '%s\n' "$jobs_list" | wc -l) test runs under qemu-aarch64, $PAR at a time"
-while read -r res name secs rest; do
-  if [ "$res" = ok ]; then ok "$name ($secs s)"; else ko "$name" "($secs s, $rest), log: $LOGS/$name.log"; tail -15 "$LOGS/$name.log"; fi
+cpu_all=0
+while read -r res name secs cpus rest; do
+  cpu_all=$((cpu_all + ${cpus//\?/0}))
+  if [ "$res" = ok ]; then ok "$name ($secs s, $cpus s CPU)"; else ko "$name" "($secs s, $cpus s CPU, $rest), log: $LOGS/$name.log"; tail -15 "$LOGS/$name.log"; fi
 done < <(printf '%s\n' "$jobs_list" | xargs -P "$PAR" -L 1 bash -c 'run1 "$0" "$1" "$2"')
 
 for f in "${failed[@]:-}"; do [ -n "$f" ] && echo "FAILED: $f"; done
-echo "arm64_full_ci: $((SECONDS - t_start)) s in all"
+echo "arm64_full_ci: $((SECONDS - t_start)) s in all, the tests $cpu_all s of CPU under qemu"
 echo "arm64-full: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
