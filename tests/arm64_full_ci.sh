@@ -6,7 +6,8 @@
 #      (tests/check_jni_so.sh), and no SDOT / SMMLA instruction outside the two units built for
 #      them (src/matmul/arm/dotprod.c, i8mm.c), so a baseline ARMv8.0 CPU never meets one;
 #   3. the FULL C test suite (every build-arm64/test_*) under qemu-aarch64 -cpu max, with
-#      KZ_TEST_SMALL=1, KZ_ARM64_PAR tests at a time (default 2), each under a time limit;
+#      KZ_TEST_SMALL=1 and KZ_TEST_QEMU=1 (test_limits skips its RLIMIT_AS check, which qemu-user
+#      ignores), KZ_ARM64_PAR tests at a time (default 2), each under a time limit;
 #      test_concurrency also on cortex-a53 (plain NEON: the baseline dispatch; test_simd there is
 #      tests/arm64_ci.sh's).
 # Prints per-test times and 'arm64-full: N passed, N failed'; non-zero exit on any failure.
@@ -63,7 +64,7 @@ fi
 run1() {
   local name=$1 cpu=$2 bin=$3 t0=$SECONDS rc=0 TIMEFORMAT='%U %S'
   local q="qemu-aarch64 -cpu $cpu -L $SYSROOT"
-  { time timeout -k 10 "$LIM" env KZ_BUILD="$BUILD" KZ_TEST_SMALL=1 KZ_TEST_EXEC="$q" nice -n 10 $q "$bin" \
+  { time timeout -k 10 "$LIM" env KZ_BUILD="$BUILD" KZ_TEST_SMALL=1 KZ_TEST_QEMU=1 KZ_TEST_EXEC="$q" nice -n 10 $q "$bin" \
       >"$LOGS/$name.log" 2>&1; } 2>"$LOGS/$name.cpu" || rc=$?
   local cpus; cpus=$(awk '{ printf "%.0f", $1 + $2 }' "$LOGS/$name.cpu" 2>/dev/null)
   if [ "$rc" -eq 0 ]; then echo "ok $name $((SECONDS - t0)) ${cpus:-?}"; else echo "FAIL $name $((SECONDS - t0)) ${cpus:-?} rc=$rc"; fi
