@@ -192,3 +192,40 @@ example-chat: $(BUILD)/chat-example $(EXAMPLE_MODEL)
 	$(BUILD)/chat-example $(EXAMPLE_MODEL)
 test-c: example-chat
 .PHONY: example-chat
+# ---- android (issue 26): the JNI library an app ships, and its JVM tests ----
+#   make jni       -> $(BUILD)/libkazeia_engine.so: the engine linked statically + jni/kazeia_jni.c,
+#                     exporting JNI_OnLoad and Java_* only, LOAD segments 16 KB aligned (Android 15+)
+#   make test-jni  -> the .so's checks (tests/check_jni_so.sh) and the JUnit tests on this JVM
+# JNI headers: the JDK's for a host build; the NDK's sysroot has jni.h (JNI_CFLAGS= for it).
+JAVA_HOME  ?= $(patsubst %/bin/javac,%,$(realpath $(shell command -v javac 2>/dev/null)))
+JNI_CFLAGS ?= $(if $(findstring android,$(shell $(CC) -dumpmachine 2>/dev/null)),,-I$(JAVA_HOME)/include -I$(JAVA_HOME)/include/linux)
+JNI_LDLIBS := $(if $(findstring android,$(shell $(CC) -dumpmachine 2>/dev/null)),-lm -ldl,-lm -ldl -lpthread)
+JNI_SO     := $(BUILD)/libkazeia_engine.so
+$(BUILD)/obj/jni/kazeia_jni.o: jni/kazeia_jni.c include/kazeia.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(JNI_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
+$(JNI_SO): $(OBJ) $(BUILD)/obj/jni/kazeia_jni.o jni/libkazeia_engine.map
+	$(CC) -shared $(LDSAN) -o $@ $(OBJ) $(BUILD)/obj/jni/kazeia_jni.o \
+	  -Wl,--version-script=jni/libkazeia_engine.map -Wl,-z,max-page-size=16384 -Wl,--as-needed \
+	  -Wl,--no-undefined -Wl,-soname,libkazeia_engine.so $(JNI_LDLIBS)
+jni: $(JNI_SO)
+
+# JVM tests: the Java wrapper (android/kazeia-android/src/main/java) + JUnit 4 (Debian junit4),
+# and the Kotlin sources but the Flow layer with Debian's kotlinc + kotlinx-coroutines 1.0 when
+# installed (kotlin, libkotlinx-coroutines-java, libkotlinx-atomicfu-java), on tiny models.
+JUNIT_CP ?= /usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar
+JVM_DIR  := $(BUILD)/jvm
+$(BUILD)/jni_fixture: tests/jni/jni_fixture.c $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
+test-jni: $(JNI_SO) $(BUILD)/jni_fixture $(BUILD)/kz-mkmodel
+	@bash tests/check_jni_so.sh $(JNI_SO)
+	@# the check must refuse a library linked the plain way (C++ runtime, every kz_ symbol, 4 KB pages)
+	@mkdir -p $(JVM_DIR)
+	@$(CC) -shared -o $(JVM_DIR)/unchecked.so $(OBJ) $(BUILD)/obj/jni/kazeia_jni.o -Wl,-z,max-page-size=4096 \
+	  -Wl,--no-as-needed -lstdc++ $(JNI_LDLIBS)
+	@out=$$(bash tests/check_jni_so.sh $(JVM_DIR)/unchecked.so 2>&1) && { echo "check_jni_so passed $(JVM_DIR)/unchecked.so"; exit 1; }; \
+	  for w in libstdc++ 'exports kz_generate' 'not 16 KB aligned'; do \
+	    echo "$$out" | grep -q "$$w" || { echo "check_jni_so did not report '$$w' on unchecked.so"; exit 1; }; done; \
+	  echo "check_jni_so: refuses a plainly linked library (NEEDED libstdc++, kz_* exports, 4 KB LOAD)"
+	@JUNIT_CP=$(JUNIT_CP) KZ_BUILD=$(BUILD) bash tests/jni/run_jvm_tests.sh
+.PHONY: jni test-jni

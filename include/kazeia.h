@@ -72,7 +72,7 @@ typedef struct kz_model kz_model;     /* immutable weights (mmap), vocab, hparam
 typedef struct kz_context kz_context; /* per-sequence state: KV, GDN state, scratch, sampler */
 
 typedef struct {
-    int n_threads; /* threads for the shared worker pool; 0 = number of online CPUs */
+    int n_threads; /* threads for the shared worker pool; 0 = the fast cores (big.LITTLE aware) */
     /* 1 (default): on CPUs with AVX-512 VNNI, copy the Q4_0 matrices at load into a 16-row
      * interleaved layout their kernels stream contiguously (decode ~1.6x faster, same results
      * bit for bit). The copy replaces the file pages (resident size stays ~1x) but is no longer
@@ -530,6 +530,17 @@ typedef struct {
 } kz_mtp_stats;
 /* Totals since the context was made (or kz_context_set_mtp); 0, or -1 if c is NULL. */
 KZ_API int kz_context_mtp_stats(const kz_context *c, kz_mtp_stats *out);
+/* ---- android (issue 26): raw token streaming, for language bindings ----
+ * kz_piece_cb hands out text already cut at code points; a binding that decodes itself (the JNI
+ * layer: Java's NewStringUTF aborts the VM on partial or 4-byte UTF-8) wants each token's bytes
+ * as they are, with its id. */
+/* Called once per sampled token but the final end-of-turn, with its raw bytes: possibly a
+ * partial or ill-formed UTF-8 sequence, to be decoded incrementally by the caller; len 0 for a
+ * control token (not printed). Return non-zero to stop (stats->stop = KZ_STOP_CANCELLED). */
+typedef int (*kz_token_cb)(int32_t tok, const char *bytes, size_t len, void *userdata);
+/* kz_generate with a token callback: same prompt, prefix reuse, sampling, cancel and stats. */
+KZ_API int kz_generate_raw(kz_context *c, const char *system, const char *user, int max_tokens,
+                           kz_token_cb cb, void *userdata, kz_stats *stats);
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,7 @@
 #include "cli/bench/bench_stats.h"
 #include "cli/bench/membw.h"
 #include "sys/threadpool.h"
+#include "sys/topology.h"
 
 static void bench_usage(FILE *f) {
     fprintf(f,
@@ -47,7 +48,7 @@ static void bench_usage(FILE *f) {
             "       kazeia bench --mtp -m MODEL.gguf [...]  MTP speculative decoding costs/speed (--mtp --help)\n"
             "  -p N             prefill tokens (default 512; 0 = no prefill test)\n"
             "  -n N             decode tokens (default 128; 0 = no decode test)\n"
-            "  -t T             threads (default: all CPUs)\n"
+            "  -t T             threads (default: the library's, the fast cores on big.LITTLE)\n"
             "  -r R             measured runs (default 5), after --warmup W runs (default 1)\n"
             "  --kv f16|f32|q8_0  KV cache type (default f16)\n"
             "  --n-batch B      max tokens per prefill chunk (default 512)\n"
@@ -283,7 +284,7 @@ int cmd_bench(int argc, char **argv) {
         if (bad) return 2;
     }
     warn_rt_throttle();
-    if (threads == 0) threads = kz_num_cpus();
+    if (threads == 0) threads = kz_default_threads(); /* as the library picks (big.LITTLE: fast cores) */
     if (threads < 1) threads = 1;
     char err[512];
     err[0] = 0;

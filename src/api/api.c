@@ -508,8 +508,9 @@ int kz_ctx_token_piece(kz_context *c, int32_t tok) {
     return r;
 }
 
-int kz_generate(kz_context *c, const char *system, const char *user, int max_tokens,
-                kz_piece_cb cb, void *userdata, kz_stats *stats) {
+/* kz_generate (cb: UTF-8 text pieces) and kz_generate_raw (tcb: every token's raw bytes) */
+static int generate(kz_context *c, const char *system, const char *user, int max_tokens,
+                    kz_piece_cb cb, kz_token_cb tcb, void *userdata, kz_stats *stats) {
     kz_stats st;
     memset(&st, 0, sizeof st);
     st.stop = KZ_STOP_ERROR;
@@ -576,7 +577,7 @@ int kz_generate(kz_context *c, const char *system, const char *user, int max_tok
     st.t_prefill_ms = kz_now_ms() - t0;
 
     /* 3. decode */
-    kz_decode_opts dopt = {.max_tokens = max_tokens, .cb = cb, .ud = userdata};
+    kz_decode_opts dopt = {.max_tokens = max_tokens, .cb = cb, .tcb = tcb, .ud = userdata};
     kz_decode_run(c, &dopt, &st);
     if (st.stop == KZ_STOP_ERROR) goto fail_keep;
 
@@ -592,4 +593,14 @@ fail_keep:
     free(prompt);
     if (stats) *stats = st;
     return -1;
+}
+
+int kz_generate(kz_context *c, const char *system, const char *user, int max_tokens,
+                kz_piece_cb cb, void *userdata, kz_stats *stats) {
+    return generate(c, system, user, max_tokens, cb, NULL, userdata, stats);
+}
+
+int kz_generate_raw(kz_context *c, const char *system, const char *user, int max_tokens,
+                    kz_token_cb cb, void *userdata, kz_stats *stats) {
+    return generate(c, system, user, max_tokens, NULL, cb, userdata, stats);
 }

@@ -58,6 +58,7 @@ typedef struct {
     const char *const *stop;      /* n_stop stop strings: the text ends before the first one produced */
     int n_stop;
     kz_piece_cb cb;               /* text as it is produced (never a stop string or a part of one) */
+    kz_token_cb tcb;              /* instead of cb: every token's id and raw bytes (no stop strings) */
     void *ud;
 } kz_decode_opts;
 /* Samples from the context's current logits and evaluates each sampled token until end of turn,

@@ -92,7 +92,10 @@ int kz_decode_run(kz_context *c, const kz_decode_opts *o, kz_stats *st) {
         int32_t tok = kz_sampler_sample_hint(c->smp, c->logits, c->hist, c->n_hist, c->logits_argmax);
         st->n_gen++;
         if (kz_tok_is_eog(c->m->tok, tok)) { st->stop = KZ_STOP_EOG; break; }
-        if (!kz_tok_is_control(c->m->tok, tok)) {
+        if (o->tcb) { /* raw: every token, a control token without its text */
+            const int len = kz_tok_is_control(c->m->tok, tok) ? 0 : kz_ctx_token_piece(c, tok);
+            if (o->tcb(tok, c->piece, len > 0 ? (size_t)len : 0, o->ud) != 0) { st->stop = KZ_STOP_CANCELLED; fin = 1; break; }
+        } else if (!kz_tok_is_control(c->m->tok, tok)) {
             int len = kz_ctx_token_piece(c, tok);
             if (len < 0) len = 0; /* id past the tokenizer's table (padded LM head): no text */
             /* feed in slices small enough that nothing is cut (ill-formed bytes expand 3x) */

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "sys/fp16.h"
+#include "sys/topology.h"
 #include "matmul/matmul.h"
 #include "model/loader.h"
 #include "model/model.h"
@@ -244,7 +245,7 @@ static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *
     if (kz_ld_convert_pending(m, &L)) goto fail_e2;
 
     if (params && params->repack_weights &&
-        pack_weights(m, params->n_threads > 0 ? params->n_threads : kz_num_cpus())) {
+        pack_weights(m, params->n_threads > 0 ? params->n_threads : kz_default_threads())) {
         kz_seterr(err, errlen, "%s: out of memory for the repacked weights (%.1f MiB); load without repacking", path,
                   (double)m->repack_bytes / 1048576.0);
         goto fail;
@@ -256,7 +257,7 @@ static kz_model *load_gguf(kz_gguf *g, const char *path, const kz_model_params *
 
     m->tok = kz_tokenizer_from_gguf(g, e2, sizeof e2);
     if (!m->tok) { kz_seterr(err, errlen, "%s: tokenizer: %s", path, e2); goto fail; }
-    m->n_threads = params && params->n_threads > 0 ? params->n_threads : kz_num_cpus();
+    m->n_threads = params && params->n_threads > 0 ? params->n_threads : kz_default_threads();
     if (m->n_threads < 1) m->n_threads = 1;
     free(rec);
     free(L.pend);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "sys/clock.h"
+#include "sys/topology.h"
 
 #define KZ_POOL_MAX_THREADS 512
 #define KZ_SPIN_NS 50000L /* spin budget before blocking: covers the gap between two matmuls */
@@ -71,6 +72,7 @@ static void *worker_main(void *varg) {
     struct kz_worker *w = varg;
     struct kz_pool *p = w->pool;
     unsigned seen = 0; /* the pool starts at generation 0 */
+    kz_topology_pin_self(); /* big.LITTLE: the fast cores only (best effort; topology.h) */
     for (;;) {
         unsigned g = spin_gen(p, seen);
         if (g == seen) {
@@ -129,7 +131,7 @@ static void pool_stop(kz_pool *p) {
 }
 
 kz_pool *kz_pool_new(int n_threads) {
-    if (n_threads <= 0) n_threads = kz_num_cpus();
+    if (n_threads <= 0) n_threads = kz_default_threads();
     if (n_threads > KZ_POOL_MAX_THREADS) n_threads = KZ_POOL_MAX_THREADS;
     kz_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;

@@ -7,7 +7,7 @@
 #include <stdint.h>
 typedef struct kz_pool kz_pool;
 typedef void (*kz_task_fn)(void *arg, int ith, int nth);
-kz_pool *kz_pool_new(int n_threads); /* n_threads <= 0: online CPUs */
+kz_pool *kz_pool_new(int n_threads); /* n_threads <= 0: kz_default_threads() (sys/topology.h) */
 void kz_pool_free(kz_pool *p);
 int kz_pool_size(const kz_pool *p);
 void kz_pool_run(kz_pool *p, kz_task_fn fn, void *arg);

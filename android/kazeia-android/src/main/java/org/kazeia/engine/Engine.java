@@ -1,0 +1,255 @@
+package org.kazeia.engine;
+
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * One model and one context (a sequence), driven from one owned thread: every native call but
+ * cancel runs there, in submission order, so callers may use an Engine from any thread. Several
+ * engines can live in one process (each has its own thread and worker pool).
+ *
+ * Plain-Java use: {@code Engine e = Engine.load(path, cfg); e.generate(null, "Hi", 64, null,
+ * listener).await(); e.close();}. The Kotlin API (KazeiaEngine) wraps this class.
+ */
+public final class Engine implements AutoCloseable {
+    private static final AtomicInteger SEQ = new AtomicInteger();
+
+    private final ExecutorService exec;
+    private volatile Thread thread;
+    private long model;                   // engine thread only
+    private long ctx;                     // written on the engine thread under ctxLock; read there freely
+    private final Object ctxLock = new Object(); // a cancel from another thread never meets a freed context
+    private final EngineConfig cfg;
+    private Sampling sampling;            // the context's, engine thread only
+    private volatile Generation running;  // the generation in native code now
+    private volatile boolean closed;
+
+    private Engine(EngineConfig cfg) {
+        this.cfg = cfg;
+        this.exec = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(), r -> {
+            Thread t = new Thread(r, "kazeia-engine-" + SEQ.incrementAndGet());
+            t.setDaemon(true);
+            thread = t;
+            return t;
+        });
+    }
+
+    /** The library version ("0.1.0"). */
+    public static String version() { return new String(NativeBridge.version(), StandardCharsets.UTF_8); }
+
+    /** Threads the library uses when EngineConfig.threads is 0 (the fast cores on big.LITTLE). */
+    public static int defaultThreads() { return NativeBridge.defaultThreads(); }
+
+    /**
+     * Loads a GGUF model and creates its context, on the new engine's own thread; blocks the
+     * caller until done (Android: call it off the main thread, or use KazeiaEngine.load).
+     * @throws KazeiaException with the engine's message (bad file, unsupported model, no memory)
+     */
+    public static Engine load(String path, EngineConfig cfg) {
+        if (path == null) throw new KazeiaException(KazeiaException.INVALID_ARG, "model path is null");
+        final EngineConfig c = cfg != null ? cfg : new EngineConfig();
+        Engine e = new Engine(c);
+        try {
+            e.call(() -> {
+                e.model = NativeBridge.modelLoad(path.getBytes(StandardCharsets.UTF_8), c.threads, c.repackWeights);
+                e.newContext(c.sampling != null ? c.sampling : new Sampling());
+                return null;
+            });
+        } catch (RuntimeException ex) {
+            e.exec.submit(e::freeNative);
+            e.exec.shutdown();
+            throw ex;
+        }
+        return e;
+    }
+
+    private void newContext(Sampling s) {
+        int[] ip = { cfg.nCtx, cfg.nBatch, cfg.threads, cfg.kvType, s.topK, s.repeatLastN, s.think ? 1 : 0 };
+        float[] fp = { s.temperature, s.topP, s.minP, s.repeatPenalty, s.presencePenalty, s.frequencyPenalty };
+        long c = NativeBridge.contextNew(model, ip, fp, s.seed);
+        synchronized (ctxLock) {
+            if (ctx != 0) NativeBridge.contextFree(ctx);
+            ctx = c;
+        }
+        sampling = s.copy();
+    }
+
+    private void freeNative() {
+        synchronized (ctxLock) {
+            if (ctx != 0) NativeBridge.contextFree(ctx);
+            ctx = 0;
+        }
+        if (model != 0) NativeBridge.modelFree(model);
+        model = 0;
+    }
+
+    static KazeiaException unwrap(ExecutionException e) {
+        Throwable t = e.getCause();
+        if (t instanceof KazeiaException) return (KazeiaException) t;
+        if (t instanceof RuntimeException) throw (RuntimeException) t;
+        if (t instanceof Error) throw (Error) t;
+        return new KazeiaException(KazeiaException.INTERNAL, String.valueOf(t));
+    }
+
+    private void checkOpen() {
+        if (closed) throw new KazeiaException(KazeiaException.INVALID_ARG, "the engine is closed");
+    }
+
+    /** runs fn on the engine thread and waits (from the engine thread itself: runs inline) */
+    private <T> T call(Callable<T> fn) {
+        if (Thread.currentThread() == thread) {
+            try { return fn.call(); } catch (RuntimeException e) { throw e; } catch (Exception e) {
+                throw new KazeiaException(KazeiaException.INTERNAL, e.toString());
+            }
+        }
+        Future<T> f = exec.submit(fn);
+        try {
+            return f.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new KazeiaException(KazeiaException.CANCELLED, "interrupted");
+        } catch (ExecutionException e) {
+            throw unwrap(e);
+        }
+    }
+
+    /**
+     * Queues a generation: the ChatML prompt from system (may be null) and user, up to maxTokens
+     * (<= 0: until end of turn or a full context); sampling null = the current one (a different
+     * one recreates the context, dropping its prefix cache). The listener is called on the engine
+     * thread. Returns at once.
+     */
+    public Generation generate(String system, String user, int maxTokens, Sampling sampling, GenerationListener listener) {
+        checkOpen();
+        final Generation g = new Generation(this);
+        final byte[] sys = system != null ? system.getBytes(StandardCharsets.UTF_8) : null;
+        final byte[] usr = (user != null ? user : "").getBytes(StandardCharsets.UTF_8);
+        final Sampling smp = sampling != null ? sampling.copy() : null;
+        exec.execute(() -> runGeneration(g, sys, usr, maxTokens, smp, listener));
+        return g;
+    }
+
+    private void runGeneration(Generation g, byte[] sys, byte[] usr, int maxTokens, Sampling smp, GenerationListener l) {
+        final Utf8StreamDecoder dec = new Utf8StreamDecoder();
+        double[] st = new double[7];
+        st[5] = GenerationStats.StopReason.CANCELLED.ordinal();
+        try {
+            if (closed) g.cancelled = true;
+            if (ctx == 0) throw new KazeiaException(KazeiaException.INVALID_ARG, "the engine is closed");
+            if (smp != null && !smp.sameAs(sampling)) newContext(smp);
+            running = g;
+            // a cancel that came before the native call started: cancelGeneration saw running == g
+            // too late or not at all; the flag is read here and at every token
+            if (!g.cancelled) {
+                NativeBridge.generate(ctx, sys, usr, maxTokens, (id, bytes) -> {
+                    if (g.cancelled) return false;
+                    String text = dec.feed(bytes);
+                    return l == null || l.onToken(id, text, bytes);
+                }, st);
+            }
+            running = null;
+            GenerationStats stats = new GenerationStats(st);
+            if (l != null) l.onComplete(dec.finish(), stats);
+            g.result.complete(stats);
+        } catch (RuntimeException e) {
+            running = null;
+            KazeiaException ke = e instanceof KazeiaException ? (KazeiaException) e
+                    : new KazeiaException(KazeiaException.INTERNAL, "listener threw: " + e);
+            if (l != null) {
+                try { l.onError(ke); } catch (RuntimeException ignored) { /* the future carries it */ }
+            }
+            g.result.completeExceptionally(ke);
+        }
+    }
+
+    void cancelGeneration(Generation g) {
+        g.cancelled = true;
+        synchronized (ctxLock) { // kz_cancel is thread-safe; the lock only keeps ctx alive meanwhile
+            if (running == g && ctx != 0) NativeBridge.cancel(ctx);
+        }
+    }
+
+    /** Cancels the running generation, if any (thread-safe, returns at once). */
+    public void cancel() {
+        Generation g = running;
+        if (g != null) cancelGeneration(g);
+    }
+
+    /** Forgets the sequence (KV, recurrent state). */
+    public void reset() { checkOpen(); call(() -> { NativeBridge.contextReset(ctx); return null; }); }
+
+    /** The sequence's state image (kz_state_save), to restore into an engine on the same model. */
+    public byte[] saveState() { checkOpen(); return call(() -> NativeBridge.stateSave(ctx)); }
+
+    /** Restores an image from saveState; on a bad image throws and leaves the state as it was. */
+    public void restoreState(byte[] image) { checkOpen(); call(() -> { NativeBridge.stateLoad(ctx, image); return null; }); }
+
+    public void saveStateFile(String path) {
+        checkOpen();
+        call(() -> { NativeBridge.stateSaveFile(ctx, path.getBytes(StandardCharsets.UTF_8)); return null; });
+    }
+
+    public void restoreStateFile(String path) {
+        checkOpen();
+        call(() -> { NativeBridge.stateLoadFile(ctx, path.getBytes(StandardCharsets.UTF_8)); return null; });
+    }
+
+    /** Token ids of text (no special-token parsing unless asked). */
+    public int[] tokenize(String text, boolean parseSpecial) {
+        checkOpen();
+        return call(() -> NativeBridge.tokenize(model, text.getBytes(StandardCharsets.UTF_8), parseSpecial));
+    }
+
+    /** Raw bytes of one token (may be part of a character). */
+    public byte[] tokenBytes(int token) { checkOpen(); return call(() -> NativeBridge.tokenBytes(model, token)); }
+
+    /** Appends tokens to the sequence and returns the last one's logits (n_vocab floats). */
+    public float[] eval(int[] tokens) { checkOpen(); return call(() -> NativeBridge.eval(model, ctx, tokens)); }
+
+    /** tokens in the sequence now */
+    public int nPast() { checkOpen(); return call(() -> NativeBridge.contextInfo(ctx, 0)); }
+    public int nCtx() { checkOpen(); return call(() -> NativeBridge.contextInfo(ctx, 1)); }
+    public int nThreads() { checkOpen(); return call(() -> NativeBridge.contextInfo(ctx, 3)); }
+    public int nVocab() { checkOpen(); return call(() -> NativeBridge.modelInfo(model, 0)); }
+    public String describe() { checkOpen(); return call(() -> new String(NativeBridge.modelDescribe(model), StandardCharsets.UTF_8)); }
+
+    /** A conversation on this engine (see Conversation for what is multi-turn today). */
+    public Conversation conversation(String system) { checkOpen(); return new Conversation(this, system); }
+
+    /**
+     * Cancels the running generation and the queued ones, waits for the running one to return,
+     * then frees the context and model and stops the thread. Idempotent. Not from a listener
+     * (the engine thread): that would wait for itself.
+     */
+    @Override
+    public void close() {
+        if (Thread.currentThread() == thread)
+            throw new IllegalStateException("Engine.close() from the engine's own thread (a listener) would wait for itself");
+        synchronized (this) {
+            if (closed) return;
+            closed = true;
+        }
+        Generation g = running;
+        if (g != null) cancelGeneration(g);
+        // generations still queued see `closed` when they come up and end as CANCELLED
+        Future<?> f = exec.submit(this::freeNative);
+        exec.shutdown();
+        try {
+            f.get();
+            exec.awaitTermination(1, TimeUnit.MINUTES);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (ExecutionException e) {
+            throw unwrap(e);
+        }
+    }
+
+    boolean isClosed() { return closed; }
+}
