@@ -176,3 +176,10 @@ FORCE:
 .PHONY: FORCE print-src all dev tests-build test test-c test-py py-deps example demo clean fuzz fuzz-smoke fuzz-seeds
 -include $(DEPS)
 -include $(FUZZ_OBJ:.o=.d)
+
+# ---- armic (issue 27): the instruction-counting QEMU plugin (host build) for bench/arm_icount.sh
+icount-plugin: build/kz-icount.so
+build/kz-icount.so: tools/qemu-icount/icount.c
+	@mkdir -p build
+	gcc -std=c11 -Wall -Wextra -O2 -shared -fPIC -fvisibility=hidden -o $@ $<
+.PHONY: icount-plugin
