@@ -316,24 +316,26 @@ void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const vo
  * Register tile: 4 rows x 16 tokens, 2 row pairs x 8 token pairs of 2x2 SMMLA results (lanes
  * (r0,t0) (r0,t1) (r1,t0) (r1,t1)). Each block's weights are loaded and unpacked once per tile
  * and used by all 8 token pairs (64 SMMLA per block): vzip1q_u32 / vzip2q_u32 of dwords j, j+1
- * of a quad give rows (0,1) / (2,3) x 8 consecutive bytes, and the nibbles are made signed
- * (u - 8) in the register (eor 0x88, then arithmetic shifts), so no per-token correction.
+ * of a quad give rows (0,1) / (2,3) x 8 consecutive bytes, split into unsigned nibbles u.
  * Activations are rearranged once per call into per-(block, token pair) records that hold the
- * four SMMLA operands (2 tokens x 8 consecutive int8) and the pair's scales: one 64-byte load
- * per token pair and block, no shuffle in the loop.
- * Exactness: the int32 block sums are exact (sum (u - 8) * a = the reference's sumi) and the
+ * four SMMLA operands (2 tokens x 8 consecutive int8), the pair's -8 * sum(a) (the integer
+ * accumulators' start) and scales: a 64-byte and a 32-byte load per token pair and block, no
+ * shuffle in the loop.
+ * Exactness: the int32 block sums are exact (sum u * a - 8 sum a = the reference's sumi) and the
  * float part is the reference's acc = acc + (float)sumi * (d_w * d_a), blocks in order, no FMA,
  * lane by lane; partial sums go through y between block chunks (exact). So every output equals
  * the scalar vec_dot bit for bit. */
 #include "matmul/arm/q4_0_16x4_tmpl.h"
 
 #define Q16I_TP 8  /* token pairs per tile (16 tokens) */
-#define Q16I_CH 64 /* blocks per chunk: 64 x 8 records of 80 bytes (40 KiB) on the stack */
+#define Q16I_CH 64 /* blocks per chunk: 64 x 8 records of 96 bytes (48 KiB) on the stack */
 
-/* one token pair x one block: x[16 c ..] = tokens (t, t+1) x elements 8c..8c+7; da = scales
- * (d_t, d_t+1, d_t, d_t+1), the lane order of an SMMLA result */
+/* one token pair x one block: x[16 c ..] = tokens (t, t+1) x elements 8c..8c+7; corr = the
+ * tokens' -8 * sum(a), da = their scales, both as (t, t+1, t, t+1), the lane order of an SMMLA
+ * result */
 typedef struct {
     int8_t x[64];
+    int32_t corr[4];
     float da[4];
 } q16i_rec;
 
@@ -356,14 +358,14 @@ static void q16i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, 
             const float d0 = kz_fp16_to_f32(ld16(a0)), d1 = kz_fp16_to_f32(ld16(a1));
             const float32x2_t d = vset_lane_f32(d1, vdup_n_f32(d0), 1);
             vst1q_f32(r->da, vcombine_f32(d, d));
+            const int32x2_t c = vset_lane_s32(q16x4_corr(a1), vdup_n_s32(q16x4_corr(a0)), 1);
+            vst1q_s32(r->corr, vcombine_s32(c, c));
         }
     }
 }
 
-/* the signed codes u - 8 of the low / high nibbles of z, from e = z ^ 0x88: the 4-bit two's
- * complement value of (u ^ 8) is u - 8 */
-#define Q16I_LO(e) vshrq_n_s8(vshlq_n_s8(e, 4), 4)
-#define Q16I_HI(e) vshrq_n_s8(e, 4)
+#define Q16I_LO(z) vreinterpretq_s8_u8(vandq_u8(z, m))
+#define Q16I_HI(z) vreinterpretq_s8_u8(vshrq_n_u8(z, 4))
 
 /* 4 rows (p: the quad's first dword in a block, dwp: its 4 fp16 scales) x TPN token pairs
  * (records rec[b * Q16I_TP + tp]) over nbc blocks; yp[2 tp], yp[2 tp + 1]: the pair's output
@@ -383,15 +385,13 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *d
             acc[1][tp] = vdupq_n_f32(0.0f);
         }
     }
-    const int8x16_t k88 = vdupq_n_s8((int8_t)0x88);
+    const uint8x16_t m = vdupq_n_u8(15);
     for (int b = 0; b < nbc; b++, p += Q16X4_BB, dwp += Q16X4_BB, rec += Q16I_TP) {
         const uint32x4_t d0 = vreinterpretq_u32_u8(vld1q_u8(p)), d1 = vreinterpretq_u32_u8(vld1q_u8(p + 64));
         const uint32x4_t d2 = vreinterpretq_u32_u8(vld1q_u8(p + 128)), d3 = vreinterpretq_u32_u8(vld1q_u8(p + 192));
         /* rows (0,1) / (2,3) x bytes 0..7 (z0a / z0b) and 8..15 (z1a / z1b) */
-        const int8x16_t z0a = veorq_s8(vreinterpretq_s8_u32(vzip1q_u32(d0, d1)), k88);
-        const int8x16_t z0b = veorq_s8(vreinterpretq_s8_u32(vzip2q_u32(d0, d1)), k88);
-        const int8x16_t z1a = veorq_s8(vreinterpretq_s8_u32(vzip1q_u32(d2, d3)), k88);
-        const int8x16_t z1b = veorq_s8(vreinterpretq_s8_u32(vzip2q_u32(d2, d3)), k88);
+        const uint8x16_t z0a = vreinterpretq_u8_u32(vzip1q_u32(d0, d1)), z0b = vreinterpretq_u8_u32(vzip2q_u32(d0, d1));
+        const uint8x16_t z1a = vreinterpretq_u8_u32(vzip1q_u32(d2, d3)), z1b = vreinterpretq_u8_u32(vzip2q_u32(d2, d3));
         /* operands of elements 0..7, 8..15, 16..23, 24..31 per row pair */
         const int8x16_t wa0 = Q16I_LO(z0a), wa1 = Q16I_LO(z1a), wa2 = Q16I_HI(z0a), wa3 = Q16I_HI(z1a);
         const int8x16_t wb0 = Q16I_LO(z0b), wb1 = Q16I_LO(z1b), wb2 = Q16I_HI(z0b), wb3 = Q16I_HI(z1b);
@@ -400,8 +400,9 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *d
         KZ_UNROLL(8)
         for (int tp = 0; tp < TPN; tp++) {
             const int8x16x4_t x = vld1q_s8_x4(rec[tp].x);
-            int32x4_t sa = vmmlaq_s32(vdupq_n_s32(0), wa0, x.val[0]);
-            int32x4_t sb = vmmlaq_s32(vdupq_n_s32(0), wb0, x.val[0]);
+            const int32x4_t c = vld1q_s32(rec[tp].corr);
+            int32x4_t sa = vmmlaq_s32(c, wa0, x.val[0]);
+            int32x4_t sb = vmmlaq_s32(c, wb0, x.val[0]);
             sa = vmmlaq_s32(sa, wa1, x.val[1]);
             sb = vmmlaq_s32(sb, wb1, x.val[1]);
             sa = vmmlaq_s32(sa, wa2, x.val[2]);
