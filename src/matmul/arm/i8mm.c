@@ -355,11 +355,17 @@ static void q16i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, 
             v.val[2] = vreinterpretq_s8_s64(vzip1q_s64(h0, h1));
             v.val[3] = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
             vst1q_s8_x4(r->x, v);
-            const float d0 = kz_fp16_to_f32(ld16(a0)), d1 = kz_fp16_to_f32(ld16(a1));
-            const float32x2_t d = vset_lane_f32(d1, vdup_n_f32(d0), 1);
-            vst1q_f32(r->da, vcombine_f32(d, d));
-            const int32x2_t c = vset_lane_s32(q16x4_corr(a1), vdup_n_s32(q16x4_corr(a0)), 1);
-            vst1q_s32(r->corr, vcombine_s32(c, c));
+            /* -8 * sum(a) of both tokens as (t, t+1, t, t+1): int16 pair sums (|.| <= 4096), then
+             * pairwise adds down to one int32 per token */
+            const int16x8_t p0 = vpadalq_s8(vpaddlq_s8(vreinterpretq_s8_s64(l0)), vreinterpretq_s8_s64(h0));
+            const int16x8_t p1 = vpadalq_s8(vpaddlq_s8(vreinterpretq_s8_s64(l1)), vreinterpretq_s8_s64(h1));
+            const int32x4_t q = vpaddlq_s16(vpaddq_s16(p0, p1)); /* t, t, t+1, t+1 partial sums */
+            const int32x4_t c = vpaddq_s32(q, q);                /* t, t+1, t, t+1 */
+            vst1q_s32(r->corr, vmulq_n_s32(c, -8));
+            /* the scales (fp16 -> f32 is exact, as the reference's conversion) */
+            const uint16_t s1 = ld16(a1);
+            const uint16x4_t h = vset_lane_u16(s1, vset_lane_u16(s1, vdup_n_u16(ld16(a0)), 1), 3);
+            vst1q_f32(r->da, vcvt_f32_f16(vreinterpret_f16_u16(h)));
         }
     }
 }
