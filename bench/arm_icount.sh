@@ -123,7 +123,7 @@ dpt() { awk -v a=$(val $1 $3) -v b=$(val $2 $3) -v n=$4 'BEGIN{printf "%.2f", (b
 # the N symbols with the largest per-token difference between files a and b
 symdiff() {
     awk -v n=$3 '$1=="sym"{ if (FILENAME==ARGV[1]) a[$5]=$2; else b[$5]=$2 }
-        END{ for (s in b) printf "%.2f %s\n", (b[s]-a[s])/n/1e6, s }' $1 $2 | sort -rn | head -$4
+        END{ for (s in b) printf "%.2f %s\n", (b[s]-a[s])/n/1e6, s }' $1 $2 | sort -rn | awk -v n=$4 'NR <= n'
 }
 
 IFS=, read -ra PL <<<"$PREFILL"
@@ -169,12 +169,11 @@ for M in "${ML[@]}"; do
         fi
     done
     if [ $LLAMA = 1 ]; then
-        row="| $M | kazeia / llama.cpp | ratio |"
-        for isa in "${IL[@]}"; do :; done
+        row="| $M | kazeia / llama.cpp | ${IL[-1]} / llama.cpp |"
         best=kazeia:${IL[-1]}
         for L in "${PL[@]}"; do row="$row $(awk -v a=${PP[$best:$L]} -v b=${PP[llama.cpp::$L]} 'BEGIN{printf "%.2fx", a/b}') |"; done
         row="$row $(awk -v a=${TG[$best]} -v b=${TG[llama.cpp:]} 'BEGIN{printf "%.2fx", a/b}') | | | | |"
-        ROWS="$ROWS$row (kazeia at ${IL[-1]})"$'\n'
+        ROWS="$ROWS$row"$'\n'
     fi
     unset PP TG
 done
