@@ -179,7 +179,7 @@ for M in "${ML[@]}"; do
 done
 echo
 echo "Instructions per token (millions), not cycles. qemu-aarch64 -cpu max, 1 thread, $TYPE, random weights;"
-echo "prefill@L: tokens ${L0}..L differenced between runs; decode: tokens ${DL[0]}..${DL[1]} at depth 0."
+echo "prefill@L: runs of L and the previous length (first: $L0) tokens differenced; decode: runs of ${DL[0]} and ${DL[1]} tokens at depth 0."
 echo
 echo "$hdr"
 echo "$sep"
