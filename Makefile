@@ -229,3 +229,9 @@ test-jni: $(JNI_SO) $(BUILD)/jni_fixture $(BUILD)/kz-mkmodel
 	  echo "check_jni_so: refuses a plainly linked library (NEEDED libstdc++, kz_* exports, 4 KB LOAD)"
 	@JUNIT_CP=$(JUNIT_CP) KZ_BUILD=$(BUILD) bash tests/jni/run_jvm_tests.sh
 .PHONY: jni test-jni
+# ---- armic (issue 27): the instruction-counting QEMU plugin (host build) for bench/arm_icount.sh
+icount-plugin: build/kz-icount.so
+build/kz-icount.so: tools/qemu-icount/icount.c
+	@mkdir -p build
+	gcc -std=c11 -Wall -Wextra -O2 -shared -fPIC -fvisibility=hidden -o $@ $<
+.PHONY: icount-plugin

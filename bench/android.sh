@@ -13,7 +13,7 @@
 #     --max-temp C      refuse to start a run above C degrees (default 45)
 #     --cool-wait S     seconds to wait for the phone to cool before refusing (default 180)
 #     --bin PATH        the Android build of kazeia (default build-android/kazeia; see
-#                       docs/readme/android.md for the NDK build)
+#                       docs/android.md for the NDK build)
 #     --dir DIR         folder on the phone (default /data/local/tmp/kazeia)
 #     --log FILE        also keep every bench's JSON and the thermal readings (default: none)
 #     --bench-args "..."  more `kazeia bench` options (e.g. "--kv q8_0", "--membw-mib 256")
@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$MODEL" ] || { usage >&2; exit 1; }
 [ -f "$MODEL" ] || { echo "android.sh: $MODEL not found" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "android.sh: $BIN not found: build it with the NDK (docs/readme/android.md) or pass --bin" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "android.sh: $BIN not found: build it with the NDK (docs/android.md) or pass --bin" >&2; exit 1; }
 case "$MAXT" in ''|*[!0-9.]*) echo "android.sh: --max-temp wants degrees C, got '$MAXT'" >&2; exit 1 ;; esac
 log() { [ -z "$LOG" ] || printf '%s\n' "$*" >>"$LOG"; }
 [ -z "$LOG" ] || : >"$LOG"

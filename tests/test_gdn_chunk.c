@@ -236,6 +236,48 @@ static void check_sgemm(int isa) {
     printf("sgemm %s: worst rel error %.2e\n", kz_isa_name((kz_isa)isa), worst);
 }
 
+/* the AArch64 levels' kz_sgemm_isa equals the plain kernel bit for bit (the ARM logits of
+ * tests/bitident.sh depend on it): sizes around the 8 x 8 tile, triangular modes, scales, and
+ * B columns with inf / NaN next to the wanted ones */
+static void check_sgemm_same(int isa) {
+    if (!kz_isa_available((kz_isa)isa)) return;
+    const int dims[][3] = {{1, 1, 1}, {4, 16, 8}, {7, 13, 5}, {9, 9, 9}, {33, 70, 41}, {64, 128, 128}, {5, 3, 64},
+                           {32, 32, 32}, {12, 256, 64}, {3, 7, 600}};
+    const int tris[] = {KZ_TRI_NONE, KZ_TRI_K, KZ_TRI_N};
+    int n_cases = 0;
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
+        for (int ti = 0; ti < 3; ti++)
+            for (int mode = 0; mode < 3; mode++) {
+                const int M = dims[d][0], N = dims[d][1], tri = tris[ti];
+                const int K = tri == KZ_TRI_K ? M : dims[d][2];
+                const size_t lda = (size_t)K + 3, ldb = (size_t)N + 5, ldc = (size_t)N + 2;
+                float *A = fmalloc((size_t)M * lda), *B = fmalloc((size_t)K * ldb), *C[2], *ra = fmalloc((size_t)M);
+                C[0] = fmalloc((size_t)M * ldc);
+                C[1] = fmalloc((size_t)M * ldc);
+                for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = kt_randf(&rs);
+                if (tri == KZ_TRI_K)
+                    for (int m = 0; m < M; m++)
+                        for (int k = m + 1; k < K; k++) A[(size_t)m * lda + k] = 0.0f;
+                for (size_t i = 0; i < (size_t)K * ldb; i++) B[i] = kt_randf(&rs);
+                for (int k = 0; k < K; k++) /* B's padding columns: never part of a result */
+                    for (size_t n = (size_t)N; n < ldb; n++) B[(size_t)k * ldb + n] = (n & 1) ? INFINITY : NAN;
+                for (size_t i = 0; i < (size_t)M * ldc; i++) C[0][i] = C[1][i] = kt_randf(&rs);
+                for (int m = 0; m < M; m++) ra[m] = 0.5f + kt_randf(&rs);
+                const float alpha = mode == 1 ? -1.0f : 0.75f, cb = mode == 0 ? 0.0f : mode == 1 ? 1.0f : 0.3f;
+                const float *rap = mode == 2 ? ra : NULL;
+                kz_sgemm_isa(KZ_ISA_SCALAR, M, N, K, A, lda, B, ldb, C[0], ldc, alpha, rap, cb, tri);
+                kz_sgemm_isa(isa, M, N, K, A, lda, B, ldb, C[1], ldc, alpha, rap, cb, tri);
+                int same = 1;
+                for (int m = 0; m < M; m++)
+                    for (int n = 0; n < N; n++)
+                        if (!(tri == KZ_TRI_N && n > m)) same &= !memcmp(&C[0][(size_t)m * ldc + n], &C[1][(size_t)m * ldc + n], 4);
+                CHECKF(same, "sgemm %s != plain: M %d N %d K %d tri %d mode %d", kz_isa_name((kz_isa)isa), M, N, K, tri, mode);
+                n_cases++;
+                free(A); free(B); free(C[0]); free(C[1]); free(ra);
+            }
+    printf("sgemm %s: %d cases bit-identical to the plain kernel\n", kz_isa_name((kz_isa)isa), n_cases);
+}
+
 /* every SIMD build of the recurrent step equals the plain one bit for bit (outputs and state) */
 static void check_rec_isa_one(int level, int Hk, int Hv, int dk, int dv, int T, int decay) {
     if (!kz_isa_available((kz_isa)level)) return;
@@ -267,6 +309,7 @@ int main(int argc, char **argv) {
     printf("active ISA level: %s\n", kz_isa_name(kz_isa_active()));
     check_sgemm(KZ_ISA_SCALAR);
     if (!getenv("KZ_ISA") && kz_isa_available(KZ_ISA_AVX2)) check_sgemm(KZ_ISA_AVX2);
+    for (int level = KZ_ISA_NEON; level <= KZ_ISA_I8MM; level++) check_sgemm_same(level);
     const int Ts[] = {1, 63, 64, 65, 500};
     for (size_t it = 0; it < sizeof Ts / sizeof *Ts; it++)
         for (int decay = 0; decay < 3; decay++) {

@@ -502,7 +502,7 @@ static void test_q4_0_16x4_kernels(void) {
      * 16 / 48 / 64 rows: one group, a pair + one, two pairs (the x86 GEMV pairs groups) */
     static const int64_t NB[] = { 5, 65, 129, 1029 };
     static const int NR[] = { 16, 48, 64 };
-    static const int NT[] = { 1, 2, 5, 64, 67 };
+    static const int NT[] = { 1, 2, 5, 13, 64, 67 };
     const kz_qtraits *sc = kz_qtraits_get_isa(KZ_ISA_SCALAR, KZ_T_Q4_0);
     CHECK(sc && sc->vec_dot);
     if (!sc) return;
@@ -553,7 +553,7 @@ static void test_q4_0_16x4_kernels(void) {
                         memcpy(a + t * ab + b * 34, &h, 2);
                     }
                 kz_repack_q4_0_16x4(w, rb, nr, n, pk);
-                for (size_t ti = 0; ti < 5; ti++) {
+                for (size_t ti = 0; ti < sizeof NT / sizeof NT[0]; ti++) {
                     const int nt = NT[ti];
                     const int64_t ldy = nr + 3;
                     float *y = malloc(sizeof(float) * ldy * nt);

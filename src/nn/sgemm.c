@@ -149,11 +149,115 @@ T_AVX2 static void sgemm_avx2(int M, int N, int K, const float *A, size_t lda, c
 }
 #endif
 
+#if defined(__aarch64__)
+#include <arm_neon.h>
+/* AArch64 NEON levels: the plain kernel's arithmetic exactly (per k, c = c + x * b as a multiply
+ * then an add, k in order, the same row groups for the triangular modes: the same bits as
+ * sgemm_c, which tests/bitident.sh pins for the ARM logits; no FMA for that reason), organised
+ * for fewer instructions: 8 x 8 tiles (TRI_NONE), A read four k at a time and multiplied by
+ * lane, and edge columns from a zero-padded copy of the B panel instead of a copy per k. */
+#define NEON_KMAX 512 /* longest K with a padded B panel on the stack (16 KiB); longer: sgemm_c */
+#define NEON_UNROLL _Pragma("GCC unroll 8") /* the row loops unrolled: accumulators in registers */
+
+#define NEON_STEP(j)                                                                              \
+    do {                                                                                          \
+        const float32x4_t b0 = vld1q_f32(B + (size_t)(k + (j)) * ldb), b1 = vld1q_f32(B + (size_t)(k + (j)) * ldb + 4); \
+        NEON_UNROLL for (int r = 0; r < MRN; r++) {                                               \
+            c[r][0] = vaddq_f32(c[r][0], vmulq_laneq_f32(b0, av[r], j));                          \
+            c[r][1] = vaddq_f32(c[r][1], vmulq_laneq_f32(b1, av[r], j));                          \
+        }                                                                                         \
+    } while (0)
+
+/* one MRN x 8 tile (mr valid rows, nr valid columns; B has 8 readable columns per row) */
+static inline __attribute__((always_inline)) void tile_neon(const int MRN, int mr, int nr, int K, const float *A,
+                                                            size_t lda, const float *B, size_t ldb, float *C,
+                                                            size_t ldc, float alpha, const float *ra, float cb) {
+    float32x4_t c[8][2];
+    const float *ar[8];
+    NEON_UNROLL for (int r = 0; r < MRN; r++) {
+        c[r][0] = c[r][1] = vdupq_n_f32(0.0f);
+        ar[r] = A + (size_t)(r < mr ? r : mr - 1) * lda; /* a missing row repeats one (never stored) */
+    }
+    int k = 0;
+    for (; k + 4 <= K; k += 4) {
+        float32x4_t av[8];
+        NEON_UNROLL for (int r = 0; r < MRN; r++) av[r] = vld1q_f32(ar[r] + k);
+        NEON_STEP(0);
+        NEON_STEP(1);
+        NEON_STEP(2);
+        NEON_STEP(3);
+    }
+    for (; k < K; k++) {
+        const float32x4_t b0 = vld1q_f32(B + (size_t)k * ldb), b1 = vld1q_f32(B + (size_t)k * ldb + 4);
+        NEON_UNROLL for (int r = 0; r < MRN; r++) {
+            const float32x4_t x = vdupq_n_f32(ar[r][k]);
+            c[r][0] = vaddq_f32(c[r][0], vmulq_f32(x, b0));
+            c[r][1] = vaddq_f32(c[r][1], vmulq_f32(x, b1));
+        }
+    }
+    NEON_UNROLL for (int r = 0; r < MRN; r++) {
+        if (r >= mr) break;
+        float lo[4], hi[4];
+        vst1q_f32(lo, c[r][0]);
+        vst1q_f32(hi, c[r][1]);
+        store_row(C + (size_t)r * ldc, nr, lo, hi, ra ? alpha * ra[r] : alpha, cb);
+    }
+}
+static __attribute__((noinline, optimize("no-schedule-insns"))) void tile_neon8(int mr, int nr, int K, const float *A, size_t lda, const float *B,
+                                                 size_t ldb, float *C, size_t ldc, float alpha, const float *ra,
+                                                 float cb) {
+    tile_neon(8, mr, nr, K, A, lda, B, ldb, C, ldc, alpha, ra, cb);
+}
+static __attribute__((noinline)) void tile_neon4(int mr, int nr, int K, const float *A, size_t lda, const float *B,
+                                                 size_t ldb, float *C, size_t ldc, float alpha, const float *ra,
+                                                 float cb) {
+    tile_neon(4, mr, nr, K, A, lda, B, ldb, C, ldc, alpha, ra, cb);
+}
+
+static void sgemm_neon(int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb, float *C,
+                       size_t ldc, float alpha, const float *ra, float cb, int tri) {
+    if (K > NEON_KMAX) {
+        sgemm_c(M, N, K, A, lda, B, ldb, C, ldc, alpha, ra, cb, tri);
+        return;
+    }
+    float bp[NEON_KMAX * NR];
+    const int step = tri == KZ_TRI_NONE ? 8 : MR; /* triangular bounds per MR rows, as sgemm_c */
+    for (int m0 = 0; m0 < M; m0 += step) {
+        const int mr = M - m0 < step ? M - m0 : step;
+        const int ke = tri == KZ_TRI_K && m0 + mr < K ? m0 + mr : K;
+        const int ne = tri == KZ_TRI_N && m0 + mr < N ? m0 + mr : N;
+        for (int n0 = 0; n0 < ne; n0 += NR) {
+            const int nr = ne - n0 < NR ? ne - n0 : NR;
+            const float *bb = B + n0;
+            size_t lb = ldb;
+            if (nr < NR) { /* edge panel: its columns, then zeros */
+                for (int k = 0; k < ke; k++)
+                    for (int l = 0; l < NR; l++) bp[k * NR + l] = l < nr ? B[(size_t)k * ldb + n0 + l] : 0.0f;
+                bb = bp;
+                lb = NR;
+            }
+            if (mr > 4)
+                tile_neon8(mr, nr, ke, A + (size_t)m0 * lda, lda, bb, lb, C + (size_t)m0 * ldc + n0, ldc, alpha,
+                           ra ? ra + m0 : NULL, cb);
+            else
+                tile_neon4(mr, nr, ke, A + (size_t)m0 * lda, lda, bb, lb, C + (size_t)m0 * ldc + n0, ldc, alpha,
+                           ra ? ra + m0 : NULL, cb);
+        }
+    }
+}
+#endif
+
 void kz_sgemm_isa(int isa, int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb, float *C,
                   size_t ldc, float alpha, const float *ra, float cb, int tri) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (kz_isa_has_avx2((kz_isa)isa) && kz_isa_available(KZ_ISA_AVX2)) {
         sgemm_avx2(M, N, K, A, lda, B, ldb, C, ldc, alpha, ra, cb, tri);
+        return;
+    }
+#endif
+#if defined(__aarch64__)
+    if ((isa == KZ_ISA_NEON || isa == KZ_ISA_DOTPROD || isa == KZ_ISA_I8MM) && kz_isa_available((kz_isa)isa)) {
+        sgemm_neon(M, N, K, A, lda, B, ldb, C, ldc, alpha, ra, cb, tri);
         return;
     }
 #endif

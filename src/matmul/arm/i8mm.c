@@ -311,119 +311,172 @@ void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const vo
 
 /* ======== Q4_0 in the q4_0_16x4 layout ======== */
 /* AArch64 SMMLA (FEAT_I8MM) prefill over the 16-row packed Q4_0 layout (kz_repack_q4_0_16x4), the
- * packed kernel of the i8mm level; decode (1 token) is the SDOT one (arm/dotprod.c).
- * Register tile 8 rows x 4 tokens as 4 row pairs x 2 token pairs, each a 2x2 SMMLA result
- * (lanes (r0,t0) (r0,t1) (r1,t0) (r1,t1)). Operands come straight from the packed dwords:
- * vzip1q_u32 / vzip2q_u32 of the 4-row registers of dwords j and j+1 (j = 0, 2) give rows
- * (0,1) / (2,3) x 8 consecutive bytes, i.e. after the nibble split 2 rows x 8 consecutive
- * elements (4j..4j+7 low, 16+4j.. high); the activations' matching operand is a 64-bit zip of
- * two tokens' 8-byte runs. Unsigned nibbles with the -8 * sum(a) correction as
- * the accumulators' start, float part per lane as the reference (arm/q4_0_16x4_tmpl.h), so every
- * output equals the scalar vec_dot bit for bit. */
+ * packed kernel of the i8mm level; decode (1 token) is the SDOT GEMV (arm/dotprod.c).
+ *
+ * Register tile: 4 rows x 16 tokens, 2 row pairs x 8 token pairs of 2x2 SMMLA results (lanes
+ * (r0,t0) (r0,t1) (r1,t0) (r1,t1)). Each block's weights are loaded and unpacked once per tile
+ * and used by all 8 token pairs (64 SMMLA per block): vzip1q_u32 / vzip2q_u32 of dwords j, j+1
+ * of a quad give rows (0,1) / (2,3) x 8 consecutive bytes, split into unsigned nibbles u.
+ * Activations are rearranged once per call into per-(block, token pair) records that hold the
+ * four SMMLA operands (2 tokens x 8 consecutive int8), the pair's -8 * sum(a) (the integer
+ * accumulators' start) and scales: a 64-byte and a 32-byte load per token pair and block, no
+ * shuffle in the loop.
+ * Exactness: the int32 block sums are exact (sum u * a - 8 sum a = the reference's sumi) and the
+ * float part is the reference's acc = acc + (float)sumi * (d_w * d_a), blocks in order, no FMA,
+ * lane by lane; partial sums go through y between block chunks (exact). So every output equals
+ * the scalar vec_dot bit for bit. */
 #include "matmul/arm/q4_0_16x4_tmpl.h"
 
-/* one row pair: w (2 rows x bytes 8jp.. of dwords (0,1) / (2,3)) split into the 4 operands
- * of elements 0..7, 8..15, 16..23, 24..31; dwp2 its scales (r0 r0 r1 r1); ce / co the
- * accumulators of token pairs 0 / 1 */
-#define MM_PAIR(z0, z1, dwp2, ce, co)                                                             \
-    do {                                                                                          \
-        const int8x16_t w0 = vreinterpretq_s8_u8(vandq_u8(z0, m)), w1 = vreinterpretq_s8_u8(vandq_u8(z1, m)); \
-        const int8x16_t w2 = vreinterpretq_s8_u8(vshrq_n_u8(z0, 4)), w3 = vreinterpretq_s8_u8(vshrq_n_u8(z1, 4)); \
-        int32x4_t s0 = vmmlaq_s32(c01, w0, x[0][0]), s1 = vmmlaq_s32(c23, w0, x[1][0]);           \
-        s0 = vmmlaq_s32(s0, w1, x[0][1]);                                                         \
-        s1 = vmmlaq_s32(s1, w1, x[1][1]);                                                         \
-        s0 = vmmlaq_s32(s0, w2, x[0][2]);                                                         \
-        s1 = vmmlaq_s32(s1, w2, x[1][2]);                                                         \
-        s0 = vmmlaq_s32(s0, w3, x[0][3]);                                                         \
-        s1 = vmmlaq_s32(s1, w3, x[1][3]);                                                         \
-        ce = vaddq_f32(ce, vmulq_f32(vcvtq_f32_s32(s0), vmulq_f32(dwp2, da01)));                  \
-        co = vaddq_f32(co, vmulq_f32(vcvtq_f32_s32(s1), vmulq_f32(dwp2, da23)));                  \
-    } while (0)
+#define Q16I_TP 8  /* token pairs per tile (16 tokens) */
+#define Q16I_CH 64 /* blocks per chunk: 64 x 8 records of 96 bytes (48 KiB) on the stack */
 
-/* rows 4k..4k+3 of the half group (k a literal): row pairs 2k (zip1 of the dwords) and 2k+1
- * (zip2), accumulators c_a, c_b (pair 2k) and c_c, c_d (pair 2k+1) */
-#define MM_QUARTER(k, c_a, c_b, c_c, c_d)                                                         \
-    do {                                                                                          \
-        const uint32x4_t q0 = vreinterpretq_u32_u8(vld1q_u8(p + 16 * (k)));                       \
-        const uint32x4_t q1 = vreinterpretq_u32_u8(vld1q_u8(p + 64 + 16 * (k)));                  \
-        const uint32x4_t q2 = vreinterpretq_u32_u8(vld1q_u8(p + 128 + 16 * (k)));                 \
-        const uint32x4_t q3 = vreinterpretq_u32_u8(vld1q_u8(p + 192 + 16 * (k)));                 \
-        MM_PAIR(vreinterpretq_u8_u32(vzip1q_u32(q0, q1)), vreinterpretq_u8_u32(vzip1q_u32(q2, q3)), \
-                vzip1q_f32(dwq[k], dwq[k]), c_a, c_b);                                            \
-        MM_PAIR(vreinterpretq_u8_u32(vzip2q_u32(q0, q1)), vreinterpretq_u8_u32(vzip2q_u32(q2, q3)), \
-                vzip2q_f32(dwq[k], dwq[k]), c_c, c_d);                                            \
-    } while (0)
+/* one token pair x one block: x[16 c ..] = tokens (t, t+1) x elements 8c..8c+7; corr = the
+ * tokens' -8 * sum(a), da = their scales, both as (t, t+1, t, t+1), the lane order of an SMMLA
+ * result */
+typedef struct {
+    int8_t x[64];
+    int32_t corr[4];
+    float da[4];
+} q16i_rec;
 
-/* 8 rows (p: the block's half group) x 4 tokens over nbc blocks; acc[2 rp + tp] = rows 2rp,
- * 2rp+1 x tokens 2tp, 2tp+1 (SMMLA lane order). corr/dact: [b * Q16X4_TG + t] from the tile's
- * first token. */
-static __attribute__((noinline)) void mm_tile8x4(int nbc, const uint8_t *p, const uint8_t *dwp, const uint8_t *const ap[4],
-                       const int32_t *corr, const float *dact, float32x4_t acc[8]) {
-    const uint8x16_t m = vdupq_n_u8(15);
-    /* accumulators as locals (an array reached through the pointer is kept in memory) */
-    float32x4_t c0 = acc[0], c1 = acc[1], c2 = acc[2], c3 = acc[3], c4 = acc[4], c5 = acc[5], c6 = acc[6], c7 = acc[7];
-    for (int b = 0; b < nbc; b++, p += Q16X4_BB, dwp += Q16X4_BB) {
-        /* activation operands x[tp][c]: tokens 2tp, 2tp+1 x elements 8c..8c+7 */
-        int8x16_t x[2][4];
-        KZ_UNROLL(2)
-        for (int tp = 0; tp < 2; tp++) {
-            const uint8_t *a0 = ap[2 * tp] + (size_t)b * 34, *a1 = ap[2 * tp + 1] + (size_t)b * 34;
-            const int64x2_t l0 = vreinterpretq_s64_s8(vld1q_s8((const int8_t *)(a0 + 2)));
-            const int64x2_t l1 = vreinterpretq_s64_s8(vld1q_s8((const int8_t *)(a1 + 2)));
-            const int64x2_t h0 = vreinterpretq_s64_s8(vld1q_s8((const int8_t *)(a0 + 18)));
-            const int64x2_t h1 = vreinterpretq_s64_s8(vld1q_s8((const int8_t *)(a1 + 18)));
-            x[tp][0] = vreinterpretq_s8_s64(vzip1q_s64(l0, l1));
-            x[tp][1] = vreinterpretq_s8_s64(vzip2q_s64(l0, l1));
-            x[tp][2] = vreinterpretq_s8_s64(vzip1q_s64(h0, h1));
-            x[tp][3] = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
+/* records of token pairs [0, ntp) of the tokens at a (stride as; the last pair repeats token
+ * nt - 1 where nt is odd), blocks [b0, b0 + nbc), at rec[b * Q16I_TP + tp] */
+static void q16i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, int nbc, q16i_rec *rec) {
+    for (int tp = 0; tp < ntp; tp++) {
+        const uint8_t *a0 = a + (size_t)(2 * tp) * as + (size_t)b0 * 34;
+        const uint8_t *a1 = a + (size_t)(2 * tp + 1 < nt ? 2 * tp + 1 : nt - 1) * as + (size_t)b0 * 34;
+        for (int b = 0; b < nbc; b++, a0 += 34, a1 += 34) {
+            q16i_rec *r = rec + b * Q16I_TP + tp;
+            const int64x2_t l0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 2)), h0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 18));
+            const int64x2_t l1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 2)), h1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 18));
+            int8x16x4_t v;
+            v.val[0] = vreinterpretq_s8_s64(vzip1q_s64(l0, l1));
+            v.val[1] = vreinterpretq_s8_s64(vzip2q_s64(l0, l1));
+            v.val[2] = vreinterpretq_s8_s64(vzip1q_s64(h0, h1));
+            v.val[3] = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
+            vst1q_s8_x4(r->x, v);
+            /* -8 * sum(a) of both tokens as (t, t+1, t, t+1): int16 pair sums (|.| <= 4096), then
+             * pairwise adds down to one int32 per token */
+            const int16x8_t p0 = vpadalq_s8(vpaddlq_s8(vreinterpretq_s8_s64(l0)), vreinterpretq_s8_s64(h0));
+            const int16x8_t p1 = vpadalq_s8(vpaddlq_s8(vreinterpretq_s8_s64(l1)), vreinterpretq_s8_s64(h1));
+            const int32x4_t q = vpaddlq_s16(vpaddq_s16(p0, p1)); /* t, t, t+1, t+1 partial sums */
+            const int32x4_t c = vpaddq_s32(q, q);                /* t, t+1, t, t+1 */
+            vst1q_s32(r->corr, vmulq_n_s32(c, -8));
+            /* the scales (fp16 -> f32 is exact, as the reference's conversion) */
+            const uint16_t s1 = ld16(a1);
+            const uint16x4_t h = vset_lane_u16(s1, vset_lane_u16(s1, vdup_n_u16(ld16(a0)), 1), 3);
+            vst1q_f32(r->da, vcvt_f32_f16(vreinterpret_f16_u16(h)));
         }
-        const int32x4_t cv = vld1q_s32(corr + b * Q16X4_TG);
-        const int32x4_t c01 = vcombine_s32(vget_low_s32(cv), vget_low_s32(cv));
-        const int32x4_t c23 = vcombine_s32(vget_high_s32(cv), vget_high_s32(cv));
-        const float32x4_t da = vld1q_f32(dact + b * Q16X4_TG);
-        const float32x4_t da01 = vcombine_f32(vget_low_f32(da), vget_low_f32(da));
-        const float32x4_t da23 = vcombine_f32(vget_high_f32(da), vget_high_f32(da));
-        const float16x8_t hw = vreinterpretq_f16_u8(vld1q_u8(dwp));
-        const float32x4_t dwq[2] = { vcvt_f32_f16(vget_low_f16(hw)), vcvt_high_f32_f16(hw) };
-        MM_QUARTER(0, c0, c1, c2, c3);
-        MM_QUARTER(1, c4, c5, c6, c7);
     }
-    acc[0] = c0;
-    acc[1] = c1;
-    acc[2] = c2;
-    acc[3] = c3;
-    acc[4] = c4;
-    acc[5] = c5;
-    acc[6] = c6;
-    acc[7] = c7;
 }
 
-/* one tile for q16x4_prefill: the SMMLA accumulators hold 2 rows x 2 tokens each, so the partial
- * sums are regrouped with zips when read from y and unzipped into per-token rows when written */
-static void mm_tile(int nbc, const uint8_t *w, const uint8_t *dw, const uint8_t *const ap[4], const int32_t *corr,
-                    const float *dact, float *const yp[4], int tv, int resume) {
-    float32x4_t acc[8];
-    for (int i = 0; i < 8; i++) acc[i] = vdupq_n_f32(0.0f);
-    if (resume) /* rows 4k.. of tokens 2tp, 2tp+1 -> row pairs 2k, 2k+1 of token pair tp */
-        for (int k = 0; k < 2; k++)
-            for (int tp = 0; tp < 2; tp++) {
-                const float32x4_t u = vld1q_f32(yp[2 * tp] + 4 * k), v = vld1q_f32(yp[2 * tp + 1] + 4 * k);
-                acc[2 * (2 * k) + tp] = vzip1q_f32(u, v);
-                acc[2 * (2 * k + 1) + tp] = vzip2q_f32(u, v);
-            }
-    mm_tile8x4(nbc, w, dw, ap, corr, dact, acc);
-    for (int k = 0; k < 2; k++)
-        for (int tp = 0; tp < 2; tp++) {
-            const float32x4_t e = acc[2 * (2 * k) + tp], o = acc[2 * (2 * k + 1) + tp];
-            if (2 * tp < tv) vst1q_f32(yp[2 * tp] + 4 * k, vuzp1q_f32(e, o));
-            if (2 * tp + 1 < tv) vst1q_f32(yp[2 * tp + 1] + 4 * k, vuzp2q_f32(e, o));
+#define Q16I_LO(z) vreinterpretq_s8_u8(vandq_u8(z, m))
+#define Q16I_HI(z) vreinterpretq_s8_u8(vshrq_n_u8(z, 4))
+
+/* 4 rows (p: the quad's first dword in a block, dwp: its 4 fp16 scales) x TPN token pairs
+ * (records rec[b * Q16I_TP + tp]) over nbc blocks; yp[2 tp], yp[2 tp + 1]: the pair's output
+ * rows at the quad's first row (partial sums read first when resume); the second token of the
+ * last pair is written only when wr_last (else it is padding: yp repeats the first) */
+KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *dwp, const q16i_rec *rec,
+                      float *const *yp, int wr_last, int resume) {
+    float32x4_t acc[2][Q16I_TP];
+    KZ_UNROLL(8)
+    for (int tp = 0; tp < TPN; tp++) {
+        if (resume) { /* rows 0..3 of tokens 2tp, 2tp+1 -> row pairs (0,1), (2,3) of the pair */
+            const float32x4_t u = vld1q_f32(yp[2 * tp]), v = vld1q_f32(yp[2 * tp + 1]);
+            acc[0][tp] = vzip1q_f32(u, v);
+            acc[1][tp] = vzip2q_f32(u, v);
+        } else {
+            acc[0][tp] = vdupq_n_f32(0.0f);
+            acc[1][tp] = vdupq_n_f32(0.0f);
         }
+    }
+    const uint8x16_t m = vdupq_n_u8(15);
+    for (int b = 0; b < nbc; b++, p += Q16X4_BB, dwp += Q16X4_BB, rec += Q16I_TP) {
+        const uint32x4_t d0 = vreinterpretq_u32_u8(vld1q_u8(p)), d1 = vreinterpretq_u32_u8(vld1q_u8(p + 64));
+        const uint32x4_t d2 = vreinterpretq_u32_u8(vld1q_u8(p + 128)), d3 = vreinterpretq_u32_u8(vld1q_u8(p + 192));
+        /* rows (0,1) / (2,3) x bytes 0..7 (z0a / z0b) and 8..15 (z1a / z1b) */
+        const uint8x16_t z0a = vreinterpretq_u8_u32(vzip1q_u32(d0, d1)), z0b = vreinterpretq_u8_u32(vzip2q_u32(d0, d1));
+        const uint8x16_t z1a = vreinterpretq_u8_u32(vzip1q_u32(d2, d3)), z1b = vreinterpretq_u8_u32(vzip2q_u32(d2, d3));
+        /* operands of elements 0..7, 8..15, 16..23, 24..31 per row pair */
+        const int8x16_t wa0 = Q16I_LO(z0a), wa1 = Q16I_LO(z1a), wa2 = Q16I_HI(z0a), wa3 = Q16I_HI(z1a);
+        const int8x16_t wb0 = Q16I_LO(z0b), wb1 = Q16I_LO(z1b), wb2 = Q16I_HI(z0b), wb3 = Q16I_HI(z1b);
+        const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(dwp)));
+        const float32x4_t dwa = vzip1q_f32(dw, dw), dwb = vzip2q_f32(dw, dw); /* r0 r0 r1 r1 / r2 r2 r3 r3 */
+        KZ_UNROLL(8)
+        for (int tp = 0; tp < TPN; tp++) {
+            const int8x16x4_t x = vld1q_s8_x4(rec[tp].x);
+            const int32x4_t c = vld1q_s32(rec[tp].corr);
+            int32x4_t sa = vmmlaq_s32(c, wa0, x.val[0]);
+            int32x4_t sb = vmmlaq_s32(c, wb0, x.val[0]);
+            sa = vmmlaq_s32(sa, wa1, x.val[1]);
+            sb = vmmlaq_s32(sb, wb1, x.val[1]);
+            sa = vmmlaq_s32(sa, wa2, x.val[2]);
+            sb = vmmlaq_s32(sb, wb2, x.val[2]);
+            sa = vmmlaq_s32(sa, wa3, x.val[3]);
+            sb = vmmlaq_s32(sb, wb3, x.val[3]);
+            const float32x4_t da = vld1q_f32(rec[tp].da);
+            acc[0][tp] = vaddq_f32(acc[0][tp], vmulq_f32(vcvtq_f32_s32(sa), vmulq_f32(dwa, da)));
+            acc[1][tp] = vaddq_f32(acc[1][tp], vmulq_f32(vcvtq_f32_s32(sb), vmulq_f32(dwb, da)));
+        }
+    }
+    KZ_UNROLL(8)
+    for (int tp = 0; tp < TPN; tp++) {
+        vst1q_f32(yp[2 * tp], vuzp1q_f32(acc[0][tp], acc[1][tp]));
+        if (tp < TPN - 1 || wr_last) vst1q_f32(yp[2 * tp + 1], vuzp2q_f32(acc[0][tp], acc[1][tp]));
+    }
+}
+
+#define Q16I_TILE(N)                                                                              \
+    static __attribute__((noinline)) void q16i_tile##N(int nbc, const uint8_t *p, const uint8_t *dwp,  \
+                                                        const q16i_rec *rec, float *const *yp, int wr_last, \
+                                                        int resume) {                            \
+        q16i_tile(N, nbc, p, dwp, rec, yp, wr_last, resume);                                      \
+    }
+Q16I_TILE(8)
+Q16I_TILE(4)
+Q16I_TILE(2)
+Q16I_TILE(1)
+
+/* n_tok >= 2: per group of up to 16 tokens and chunk of Q16I_CH blocks, the records once, then
+ * every 4-row quad x (8, 4, 2, 1)-pair tiles */
+static void q16i_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t *a, size_t as, int64_t nt, float *y,
+                         int64_t ldy) {
+    const int64_t nb = n / 32;
+    q16i_rec rec[Q16I_CH * Q16I_TP];
+    for (int64_t tg = 0; tg < nt; tg += 2 * Q16I_TP) {
+        const int ntg = nt - tg < 2 * Q16I_TP ? (int)(nt - tg) : 2 * Q16I_TP, ntp = (ntg + 1) / 2;
+        const uint8_t *ag = a + (size_t)tg * as;
+        float *yp[2 * Q16I_TP];
+        for (int t = 0; t < 2 * ntp; t++) yp[t] = y + (tg + (t < ntg ? t : ntg - 1)) * ldy;
+        for (int64_t b0 = 0; b0 < nb; b0 += Q16I_CH) {
+            const int nbc = nb - b0 < Q16I_CH ? (int)(nb - b0) : Q16I_CH;
+            q16i_prep(ag, as, ntg, ntp, b0, nbc, rec);
+            for (int64_t r0 = 0; r0 < nr; r0 += 4) {
+                const uint8_t *p = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * Q16X4_BB + 16 * (r0 % 16 / 4);
+                const uint8_t *dwp = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * Q16X4_BB + 256 + 2 * (r0 % 16);
+                float *yq[2 * Q16I_TP];
+                for (int t = 0; t < 2 * ntp; t++) yq[t] = yp[t] + r0;
+                for (int tp0 = 0; tp0 < ntp;) {
+                    const int w = ntp - tp0 >= 8 ? 8 : ntp - tp0 >= 4 ? 4 : ntp - tp0 >= 2 ? 2 : 1;
+                    const int wr_last = 2 * (tp0 + w) <= ntg; /* the tile's last pair has a real second token */
+                    float *const *yt = yq + 2 * tp0;
+                    const q16i_rec *rt = rec + tp0;
+                    if (w == 8) q16i_tile8(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
+                    else if (w == 4) q16i_tile4(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
+                    else if (w == 2) q16i_tile2(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
+                    else q16i_tile1(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
+                    tp0 += w;
+                }
+            }
+        }
+    }
 }
 
 void kz_i8mm_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
                            int64_t ldy) {
     if (nt >= 2) {
-        q16x4_prefill(n, pk, nr, a, as, nt, y, ldy, mm_tile); /* the SDOT kernel's loop, SMMLA tiles */
+        q16i_prefill(n, pk, nr, a, as, nt, y, ldy);
         return;
     }
     kz_dotprod_gemm_q4_0_16x4(n, pk, nr, a, as, nt, y, ldy); /* decode: lane = row SDOT GEMV */
