@@ -337,28 +337,26 @@ JNI_FN(void, stateLoad)(JNIEnv *env, jclass cls, jlong c, jbyteArray img) {
     if (rc != 0) throw_ctx(env, CTX(c));
 }
 
-JNI_FN(void, stateSaveFile)(JNIEnv *env, jclass cls, jlong c, jbyteArray path) {
-    (void)cls;
+/* stateSaveFile / stateLoadFile: one path argument, one kz_state_*_file call */
+static void state_file(JNIEnv *env, jlong c, jbyteArray path, int (*fn)(kz_context *, const char *)) {
     if (!c) { throw_kz(env, KZ_ERR_INVALID_ARG, "context is closed"); return; }
     int ok;
     char *p = cstr(env, path, &ok);
     if (!ok) return;
     if (!p) { throw_kz(env, KZ_ERR_INVALID_ARG, "path is null"); return; }
-    int rc = kz_state_save_file(CTX(c), p);
+    int rc = fn(CTX(c), p);
     free(p);
     if (rc != 0) throw_ctx(env, CTX(c));
 }
 
+JNI_FN(void, stateSaveFile)(JNIEnv *env, jclass cls, jlong c, jbyteArray path) {
+    (void)cls;
+    state_file(env, c, path, kz_state_save_file);
+}
+
 JNI_FN(void, stateLoadFile)(JNIEnv *env, jclass cls, jlong c, jbyteArray path) {
     (void)cls;
-    if (!c) { throw_kz(env, KZ_ERR_INVALID_ARG, "context is closed"); return; }
-    int ok;
-    char *p = cstr(env, path, &ok);
-    if (!ok) return;
-    if (!p) { throw_kz(env, KZ_ERR_INVALID_ARG, "path is null"); return; }
-    int rc = kz_state_load_file(CTX(c), p);
-    free(p);
-    if (rc != 0) throw_ctx(env, CTX(c));
+    state_file(env, c, path, kz_state_load_file);
 }
 
 /* threads the library picks by default on this device (the fast cores), and how many CPUs
