@@ -217,7 +217,7 @@ JUNIT_CP ?= /usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar
 JVM_DIR  := $(BUILD)/jvm
 $(BUILD)/jni_fixture: tests/jni/jni_fixture.c $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
-test-jni: $(JNI_SO) $(BUILD)/jni_fixture $(BUILD)/kz-mkmodel
+test-jni: $(JNI_SO) $(BUILD)/jni_fixture $(BUILD)/kz-mkmodel $(BUILD)/kazeia
 	@bash tests/check_jni_so.sh $(JNI_SO)
 	@# the check must refuse a library linked the plain way (C++ runtime, every kz_ symbol, 4 KB pages)
 	@mkdir -p $(JVM_DIR)

@@ -365,3 +365,308 @@ JNI_FN(jint, defaultThreads)(JNIEnv *env, jclass cls) {
     (void)env, (void)cls;
     return kz_default_threads();
 }
+
+/* ---- conversations (kz_chat_*) ----
+ * A conversation streams kz_chat_reply's pieces: text already cut at code points (ill-formed
+ * bytes as U+FFFD), stop strings held back. They reach Java as byte[] like generate's tokens
+ * (the sink gets id -1: a piece is not one token) and the Java side decodes them the same way. */
+#define CHAT(h) ((kz_chat *)(uintptr_t)(h))
+
+static void throw_chat(JNIEnv *env, kz_chat *h) {
+    const char *m = kz_chat_error(h);
+    throw_kz(env, kz_chat_status(h), m && *m ? m : "the conversation failed without a message");
+}
+
+JNI_FN(jlong, chatNew)(JNIEnv *env, jclass cls, jlong c, jint think, jint max_checkpoints) {
+    (void)cls;
+    NEED(c, "context");
+    kz_chat_params p = kz_chat_default_params();
+    p.think = think;
+    p.max_checkpoints = max_checkpoints;
+    char err[512];
+    kz_chat *h = kz_chat_new(CTX(c), &p, err, sizeof err);
+    if (!h) { throw_kz(env, strstr(err, "out of memory") ? KZ_ERR_NOMEM : KZ_ERR_INVALID_ARG, err); return 0; }
+    return (jlong)(uintptr_t)h;
+}
+
+JNI_FN(void, chatFree)(JNIEnv *env, jclass cls, jlong h) {
+    (void)env, (void)cls;
+    kz_chat_free(CHAT(h));
+}
+
+/* role: 0 system, 1 user, 2 assistant; set_system: replaces the system message (null/"" removes) */
+JNI_FN(void, chatAdd)(JNIEnv *env, jclass cls, jlong h, jint role, jbyteArray text, jboolean set_system) {
+    (void)cls;
+    if (!h) { throw_kz(env, KZ_ERR_INVALID_ARG, "conversation is closed"); return; }
+    int ok;
+    char *s = cstr(env, text, &ok);
+    if (!ok) return;
+    int rc = set_system ? kz_chat_set_system(CHAT(h), s) : kz_chat_add(CHAT(h), (kz_role)role, s ? s : "");
+    free(s);
+    if (rc != 0) throw_chat(env, CHAT(h));
+}
+
+JNI_FN(jboolean, chatPop)(JNIEnv *env, jclass cls, jlong h) {
+    (void)env, (void)cls;
+    return h && kz_chat_n_messages(CHAT(h)) > 0 && kz_chat_pop(CHAT(h)) == 0;
+}
+
+JNI_FN(void, chatReset)(JNIEnv *env, jclass cls, jlong h) {
+    (void)env, (void)cls;
+    if (h) kz_chat_reset(CHAT(h));
+}
+
+/* 0 n_messages, 1 n_checkpoints, 2 bytes held beyond the context */
+JNI_FN(jlong, chatInfo)(JNIEnv *env, jclass cls, jlong h, jint what) {
+    (void)cls;
+    NEED(h, "conversation");
+    switch (what) {
+    case 0: return kz_chat_n_messages(CHAT(h));
+    case 1: return kz_chat_n_checkpoints(CHAT(h));
+    case 2: return (jlong)kz_chat_memory(CHAT(h));
+    default: return -1;
+    }
+}
+
+JNI_FN(jint, chatMessageRole)(JNIEnv *env, jclass cls, jlong h, jint i) {
+    (void)cls;
+    NEED(h, "conversation");
+    return kz_chat_message_role(CHAT(h), i);
+}
+
+JNI_FN(jbyteArray, chatMessageText)(JNIEnv *env, jclass cls, jlong h, jint i) {
+    (void)cls;
+    NEED(h, "conversation");
+    const char *t = kz_chat_message_text(CHAT(h), i);
+    if (!t) { throw_kz(env, KZ_ERR_INVALID_ARG, "message index out of range"); return NULL; }
+    return bytes_new(env, t, strlen(t));
+}
+
+static int on_piece(const char *piece, size_t len, void *ud) { return on_token(-1, piece, len, ud); }
+
+static void free_strs(char **v, int n) {
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* a Java byte[][] as n C strings (malloc'd); NULL array -> NULL, *n 0; 0 or -1 (exception thrown) */
+static int cstrs(JNIEnv *env, jobjectArray a, char ***out, int *n) {
+    *out = NULL;
+    *n = 0;
+    if (!a) return 0;
+    jsize k = (*env)->GetArrayLength(env, a);
+    char **v = calloc((size_t)(k ? k : 1), sizeof *v);
+    if (!v) { throw_kz(env, KZ_ERR_NOMEM, "out of memory copying strings"); return -1; }
+    for (jsize i = 0; i < k; i++) {
+        jbyteArray e = (jbyteArray)(*env)->GetObjectArrayElement(env, a, i);
+        int ok;
+        v[i] = cstr(env, e, &ok);
+        if (e) (*env)->DeleteLocalRef(env, e);
+        if (!ok || !v[i]) {
+            if (ok) throw_kz(env, KZ_ERR_INVALID_ARG, "a string in the array is null");
+            free_strs(v, (int)i + 1);
+            return -1;
+        }
+    }
+    *out = v;
+    *n = (int)k;
+    return 0;
+}
+
+/* One reply (kz_chat_reply). ip: max_tokens, think (0/1), top_k, repeat_last_n, model defaults
+ * (1: kz_gen_default_params(model, think), fp and seed ignored); fp: temperature, top_p, min_p,
+ * repeat_penalty, presence_penalty, frequency_penalty; stop: byte[][] or null. Stats as generate. */
+JNI_FN(jint, chatReply)(JNIEnv *env, jclass cls, jlong m, jlong h, jintArray ip, jfloatArray fp, jlong seed,
+                        jobjectArray stop, jobject sink, jdoubleArray stats_out) {
+    (void)cls;
+    NEED(m, "model");
+    NEED(h, "conversation");
+    jint i[5];
+    jfloat f[6];
+    if (!ip || !fp || !sink || !stats_out || (*env)->GetArrayLength(env, ip) != 5 ||
+        (*env)->GetArrayLength(env, fp) != 6 || (*env)->GetArrayLength(env, stats_out) < 7) {
+        throw_kz(env, KZ_ERR_INVALID_ARG, "chatReply: bad parameter arrays");
+        return 0;
+    }
+    (*env)->GetIntArrayRegion(env, ip, 0, 5, i);
+    (*env)->GetFloatArrayRegion(env, fp, 0, 6, f);
+    kz_gen_params g = kz_gen_default_params(MODEL(m), i[1] != 0);
+    g.max_tokens = i[0];
+    g.think = i[1] != 0;
+    if (!i[4]) {
+        g.top_k = i[2];
+        g.repeat_last_n = i[3];
+        g.temperature = f[0];
+        g.top_p = f[1];
+        g.min_p = f[2];
+        g.repeat_penalty = f[3];
+        g.presence_penalty = f[4];
+        g.frequency_penalty = f[5];
+        g.seed = (uint64_t)seed;
+    }
+    char **sv;
+    int ns;
+    if (cstrs(env, stop, &sv, &ns) != 0) return 0;
+    g.stop = (const char *const *)sv;
+    g.n_stop = ns;
+    gen_ud ud = { env, sink };
+    kz_stats st;
+    int rc = kz_chat_reply(CHAT(h), &g, on_piece, &ud, &st);
+    free_strs(sv, ns);
+    double d[7] = { st.n_prompt, st.n_reused, st.n_gen, st.t_prefill_ms, st.t_decode_ms, (double)st.stop, peak_rss_mib() };
+    if (!(*env)->ExceptionCheck(env)) (*env)->SetDoubleArrayRegion(env, stats_out, 0, 7, d);
+    if (rc != 0) { throw_chat(env, CHAT(h)); return 0; }
+    return (jint)st.n_gen;
+}
+
+JNI_FN(void, chatSaveFile)(JNIEnv *env, jclass cls, jlong h, jbyteArray path, jboolean load) {
+    (void)cls;
+    if (!h) { throw_kz(env, KZ_ERR_INVALID_ARG, "conversation is closed"); return; }
+    int ok;
+    char *p = cstr(env, path, &ok);
+    if (!ok) return;
+    if (!p) { throw_kz(env, KZ_ERR_INVALID_ARG, "path is null"); return; }
+    int rc = load ? kz_chat_load(CHAT(h), p) : kz_chat_save(CHAT(h), p);
+    free(p);
+    if (rc != 0) throw_chat(env, CHAT(h));
+}
+
+/* ---- guard verdicts (kz_guard_*) ----
+ * A verdict crosses as 12 doubles (label, p_safe, p_controversial, p_unsafe, categories,
+ * refusal, unsafe, blocked, malformed, n_eval, n_reused, t_ms) + its text as the return value. */
+#define GUARD(h) ((kz_guard *)(uintptr_t)(h))
+
+static void throw_guard(JNIEnv *env, kz_guard *g) {
+    const char *m = kz_guard_error(g);
+    throw_kz(env, kz_guard_status(g), m && *m ? m : "the guard failed without a message");
+}
+
+/* ip: policy, action, check_every, max_verdict_tokens, n_ctx, n_threads, kv_type */
+JNI_FN(jlong, guardNew)(JNIEnv *env, jclass cls, jlong m, jintArray ip) {
+    (void)cls;
+    NEED(m, "model");
+    jint i[7];
+    if (!ip || (*env)->GetArrayLength(env, ip) != 7) {
+        throw_kz(env, KZ_ERR_INVALID_ARG, "guardNew: bad parameter array");
+        return 0;
+    }
+    (*env)->GetIntArrayRegion(env, ip, 0, 7, i);
+    kz_guard_params p = kz_guard_default_params();
+    p.policy = (kz_guard_policy)i[0];
+    p.action = (kz_guard_action)i[1];
+    p.check_every = i[2];
+    p.max_verdict_tokens = i[3];
+    p.n_ctx = i[4];
+    p.n_threads = i[5];
+    p.kv_type = (kz_kv_type)i[6];
+    char err[512];
+    kz_guard *g = kz_guard_new(MODEL(m), &p, err, sizeof err);
+    if (!g) { throw_kz(env, strstr(err, "out of memory") ? KZ_ERR_NOMEM : KZ_ERR_INVALID_ARG, err); return 0; }
+    kz_topology_pin_self();
+    return (jlong)(uintptr_t)g;
+}
+
+JNI_FN(void, guardFree)(JNIEnv *env, jclass cls, jlong g) {
+    (void)env, (void)cls;
+    kz_guard_free(GUARD(g));
+}
+
+JNI_FN(jbyteArray, guardCategoryName)(JNIEnv *env, jclass cls, jint i) {
+    (void)cls;
+    const char *n = kz_guard_category_name(i);
+    return n ? bytes_new(env, n, strlen(n)) : NULL;
+}
+
+/* rc of a kz_guard_* check: -1 throws the guard's message (the verdict is blocked anyway: a
+ * caller that catches and goes on must fail closed), else the verdict out and its text */
+static jbyteArray verdict_out(JNIEnv *env, kz_guard *g, int rc, const kz_guard_verdict *v, jdoubleArray out) {
+    if (rc < 0) { throw_guard(env, g); return NULL; }
+    double d[12] = { v->label, v->p_safe, v->p_controversial, v->p_unsafe, v->categories, v->refusal,
+                     v->unsafe, v->blocked, v->malformed, v->n_eval, v->n_reused, v->t_ms };
+    (*env)->SetDoubleArrayRegion(env, out, 0, 12, d);
+    size_t n = strnlen(v->text, sizeof v->text);
+    return bytes_new(env, v->text, n);
+}
+
+static int verdict_array_ok(JNIEnv *env, jdoubleArray out) {
+    if (out && (*env)->GetArrayLength(env, out) >= 12) return 1;
+    throw_kz(env, KZ_ERR_INVALID_ARG, "guard: short verdict array");
+    return 0;
+}
+
+JNI_FN(jbyteArray, guardCheckPrompt)(JNIEnv *env, jclass cls, jlong g, jbyteArray user, jdoubleArray out) {
+    (void)cls;
+    NEED(g, "guard");
+    if (!verdict_array_ok(env, out)) return NULL;
+    int ok;
+    char *u = cstr(env, user, &ok);
+    if (!ok) return NULL;
+    kz_guard_verdict v;
+    memset(&v, 0, sizeof v);
+    int rc = kz_guard_check_prompt(GUARD(g), u ? u : "", &v);
+    free(u);
+    return verdict_out(env, GUARD(g), rc, &v, out);
+}
+
+/* roles / contents: byte[][] of the same length */
+JNI_FN(jbyteArray, guardCheckMessages)(JNIEnv *env, jclass cls, jlong g, jobjectArray roles, jobjectArray contents,
+                                       jdoubleArray out) {
+    (void)cls;
+    NEED(g, "guard");
+    if (!verdict_array_ok(env, out)) return NULL;
+    char **r, **c;
+    int nr, nc;
+    if (cstrs(env, roles, &r, &nr) != 0) return NULL;
+    if (cstrs(env, contents, &c, &nc) != 0) { free_strs(r, nr); return NULL; }
+    if (nr != nc || nr == 0) {
+        free_strs(r, nr);
+        free_strs(c, nc);
+        throw_kz(env, KZ_ERR_INVALID_ARG, "guard: roles and contents must be non-empty and of the same length");
+        return NULL;
+    }
+    kz_guard_verdict v;
+    memset(&v, 0, sizeof v);
+    int rc = kz_guard_check_messages(GUARD(g), (const char *const *)r, (const char *const *)c, nr, &v);
+    free_strs(r, nr);
+    free_strs(c, nc);
+    return verdict_out(env, GUARD(g), rc, &v, out);
+}
+
+JNI_FN(void, guardResponseBegin)(JNIEnv *env, jclass cls, jlong g, jbyteArray user) {
+    (void)cls;
+    if (!g) { throw_kz(env, KZ_ERR_INVALID_ARG, "guard is closed"); return; }
+    int ok;
+    char *u = cstr(env, user, &ok);
+    if (!ok) return;
+    int rc = kz_guard_response_begin(GUARD(g), u ? u : "");
+    free(u);
+    if (rc != 0) throw_guard(env, GUARD(g));
+}
+
+/* one piece of the answer: the verdict's text when a check ran, null when only buffered */
+JNI_FN(jbyteArray, guardResponseFeed)(JNIEnv *env, jclass cls, jlong g, jbyteArray piece, jdoubleArray out) {
+    (void)cls;
+    NEED(g, "guard");
+    if (!verdict_array_ok(env, out)) return NULL;
+    if (!piece) { throw_kz(env, KZ_ERR_INVALID_ARG, "guard: null piece"); return NULL; }
+    jsize n = (*env)->GetArrayLength(env, piece);
+    char *b = malloc((size_t)n + 1);
+    if (!b) { throw_kz(env, KZ_ERR_NOMEM, "out of memory"); return NULL; }
+    (*env)->GetByteArrayRegion(env, piece, 0, n, (jbyte *)b);
+    kz_guard_verdict v;
+    memset(&v, 0, sizeof v);
+    int rc = kz_guard_response_feed(GUARD(g), b, (size_t)n, &v);
+    free(b);
+    if (rc == 0) return NULL;
+    return verdict_out(env, GUARD(g), rc, &v, out);
+}
+
+JNI_FN(jbyteArray, guardResponseEnd)(JNIEnv *env, jclass cls, jlong g, jdoubleArray out) {
+    (void)cls;
+    NEED(g, "guard");
+    if (!verdict_array_ok(env, out)) return NULL;
+    kz_guard_verdict v;
+    memset(&v, 0, sizeof v);
+    int rc = kz_guard_response_end(GUARD(g), &v);
+    return verdict_out(env, GUARD(g), rc, &v, out);
+}

@@ -5,7 +5,12 @@
  *       ill-formed sequences (FF, C0 AF, an encoded surrogate, a truncated 3-byte code)
  *   jni_fixture gen MODEL SEED TEMPERATURE MAX_TOKENS USER [SYSTEM]
  *       the C API's answer (kz_generate's UTF-8 pieces) as raw bytes on stdout: the reference
- *       the Java side's incremental decoding of the raw token bytes must reproduce */
+ *       the Java side's incremental decoding of the raw token bytes must reproduce
+ *   jni_fixture chat MODEL SYSTEM TURN...
+ *       a conversation through kz_chat_* (system "" = none). TURN = "k=v;k=v|user text", keys:
+ *       n (max tokens), think (0/1), seed, temp (set: the fixed explicit sampling below; unset:
+ *       kz_gen_default_params), stop (one stop string). Per turn on stdout:
+ *       "TURN n_prompt n_reused n_gen stop bytes\n" + the reply's streamed bytes + "\n" */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,9 +138,89 @@ static int gen(int argc, char **argv) {
     return rc != 0;
 }
 
+/* the explicit sampling of a turn with temp= (the Java test sets the same fields) */
+static void explicit_sampling(kz_gen_params *g, float temp, uint64_t seed) {
+    g->temperature = temp;
+    g->seed = seed;
+    g->top_k = 30;
+    g->top_p = 0.9f;
+    g->min_p = 0.02f;
+    g->repeat_penalty = 1.1f;
+    g->repeat_last_n = 32;
+    g->presence_penalty = 0.5f;
+    g->frequency_penalty = 0.1f;
+}
+
+typedef struct { char *buf; size_t len, cap; } sbuf;
+static int on_chat_piece(const char *p, size_t n, void *ud) {
+    sbuf *b = ud;
+    if (b->len + n > b->cap) {
+        size_t cap = (b->len + n) * 2 + 64;
+        char *nb = realloc(b->buf, cap);
+        if (!nb) return 1;
+        b->buf = nb;
+        b->cap = cap;
+    }
+    memcpy(b->buf + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+static int chat(int argc, char **argv) {
+    char err[512];
+    kz_model *m = kz_model_load(argv[2], NULL, err, sizeof err);
+    if (!m) { fprintf(stderr, "%s\n", err); return 1; }
+    kz_context *c = kz_context_new(m, NULL, err, sizeof err);
+    kz_chat *h = c ? kz_chat_new(c, NULL, err, sizeof err) : NULL;
+    if (!h) { fprintf(stderr, "%s\n", err); kz_context_free(c); kz_model_free(m); return 1; }
+    int rc = argv[3][0] ? kz_chat_set_system(h, argv[3]) : 0;
+    for (int t = 4; t < argc && rc == 0; t++) {
+        char spec[512], stop[128] = "";
+        const char *bar = strchr(argv[t], '|');
+        if (!bar || (size_t)(bar - argv[t]) >= sizeof spec) { fprintf(stderr, "bad turn '%s'\n", argv[t]); rc = 2; break; }
+        memcpy(spec, argv[t], (size_t)(bar - argv[t]));
+        spec[bar - argv[t]] = 0;
+        int n = 0, think = 1, has_temp = 0;
+        float temp = 0;
+        uint64_t seed = 0;
+        for (char *kv = strtok(spec, ";"); kv; kv = strtok(NULL, ";")) {
+            char *eq = strchr(kv, '=');
+            if (!eq) continue;
+            *eq = 0;
+            const char *v = eq + 1;
+            if (!strcmp(kv, "n")) n = atoi(v);
+            else if (!strcmp(kv, "think")) think = atoi(v);
+            else if (!strcmp(kv, "seed")) seed = strtoull(v, NULL, 10);
+            else if (!strcmp(kv, "temp")) { temp = (float)atof(v); has_temp = 1; }
+            else if (!strcmp(kv, "stop")) snprintf(stop, sizeof stop, "%s", v);
+        }
+        kz_gen_params g = kz_gen_default_params(m, think);
+        g.max_tokens = n;
+        if (has_temp) explicit_sampling(&g, temp, seed);
+        const char *stops[1] = {stop};
+        if (stop[0]) { g.stop = stops; g.n_stop = 1; }
+        sbuf b = {0};
+        kz_stats st;
+        if (kz_chat_add(h, KZ_ROLE_USER, bar + 1) != 0 || kz_chat_reply(h, &g, on_chat_piece, &b, &st) != 0) {
+            fprintf(stderr, "%s\n", kz_chat_error(h));
+            rc = 1;
+        } else {
+            printf("TURN %d %d %d %d %zu\n", st.n_prompt, st.n_reused, st.n_gen, (int)st.stop, b.len);
+            if (b.len) fwrite(b.buf, 1, b.len, stdout);
+            printf("\n");
+        }
+        free(b.buf);
+    }
+    kz_chat_free(h);
+    kz_context_free(c);
+    kz_model_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "emoji-model")) return emoji_model(argv[2]);
     if (argc >= 7 && !strcmp(argv[1], "gen")) return gen(argc, argv);
-    fprintf(stderr, "usage: jni_fixture emoji-model OUT.gguf | gen MODEL SEED TEMP MAX_TOKENS USER [SYSTEM]\n");
+    if (argc >= 5 && !strcmp(argv[1], "chat")) return chat(argc, argv);
+    fprintf(stderr, "usage: jni_fixture emoji-model OUT.gguf | gen MODEL SEED TEMP MAX_TOKENS USER [SYSTEM] | chat MODEL SYSTEM TURN...\n");
     return 2;
 }

@@ -21,6 +21,7 @@ javac -Xlint:all -Werror -d "$OUT/classes" -cp "$JUNIT_CP" \
   $(find "$MOD/main/java" "$MOD/test/java" -name '*.java' | sort)
 [ -f "$OUT/tiny.gguf" ] || "$B/kz-mkmodel" --arch qwen35 --type q8_0 -q -o "$OUT/tiny.gguf"
 [ -f "$OUT/emoji.gguf" ] || "$B/jni_fixture" emoji-model "$OUT/emoji.gguf"
+[ -f "$OUT/guard.gguf" ] || "$B/kz-mkmodel" --arch qwen3 --type q8_0 -q -o "$OUT/guard.gguf"
 KOTLIN_RUN=
 KX=/usr/share/java/kotlinx-coroutines-core.jar:/usr/share/java/atomicfu.jar
 if command -v kotlinc >/dev/null && [ -f "${KX%%:*}" ]; then
@@ -38,9 +39,11 @@ else
 fi
 timeout -k 10 600 java -Xcheck:jni -Dkazeia.library="$(realpath "$B/libkazeia_engine.so")" \
   -Dkazeia.model="$OUT/tiny.gguf" -Dkazeia.emoji="$OUT/emoji.gguf" -Dkazeia.fixture="$(realpath "$B/jni_fixture")" \
-  -Dkazeia.tmp="$OUT/tmp" -cp "$OUT/classes:$JUNIT_CP" org.junit.runner.JUnitCore org.kazeia.engine.EngineTest
+  -Dkazeia.guard="$OUT/guard.gguf" -Dkazeia.cli="$(realpath "$B/kazeia")" \
+  -Dkazeia.tmp="$OUT/tmp" -cp "$OUT/classes:$JUNIT_CP" org.junit.runner.JUnitCore \
+  org.kazeia.engine.EngineTest org.kazeia.engine.ConversationTest
 if [ -n "$KOTLIN_RUN" ]; then
   KT_STD=$(ls /usr/share/java/kotlin-stdlib.jar 2>/dev/null || echo "$(dirname "$(realpath "$(command -v kotlinc)")")/../lib/kotlin-stdlib.jar")
   timeout -k 10 300 java -Xcheck:jni -Dkazeia.library="$(realpath "$B/libkazeia_engine.so")" \
-    -cp "$OUT/classes:$OUT/kotlin.jar:$KT_STD:$KX" org.kazeia.engine.KotlinInteropKt "$OUT/tiny.gguf"
+    -cp "$OUT/classes:$OUT/kotlin.jar:$KT_STD:$KX" org.kazeia.engine.KotlinInteropKt "$OUT/tiny.gguf" "$OUT/guard.gguf"
 fi

@@ -30,6 +30,7 @@ public final class Engine implements AutoCloseable {
     private Sampling sampling;            // the context's, engine thread only
     private volatile Generation running;  // the generation in native code now
     private volatile boolean closed;
+    final java.util.Set<Conversation> chats = new java.util.HashSet<>(); // open conversations, engine thread only
 
     private Engine(EngineConfig cfg) {
         this.cfg = cfg;
@@ -82,6 +83,7 @@ public final class Engine implements AutoCloseable {
     }
 
     private void freeNative() {
+        for (Conversation c : new java.util.ArrayList<>(chats)) c.freeNative(); // a chat before its context
         synchronized (ctxLock) {
             if (ctx != 0) NativeBridge.contextFree(ctx);
             ctx = 0;
@@ -98,12 +100,12 @@ public final class Engine implements AutoCloseable {
         return new KazeiaException(KazeiaException.INTERNAL, String.valueOf(t));
     }
 
-    private void checkOpen() {
+    void checkOpen() {
         if (closed) throw new KazeiaException(KazeiaException.INVALID_ARG, "the engine is closed");
     }
 
     /** runs fn on the engine thread and waits (from the engine thread itself: runs inline) */
-    private <T> T call(Callable<T> fn) {
+    <T> T call(Callable<T> fn) {
         if (Thread.currentThread() == thread) {
             try { return fn.call(); } catch (RuntimeException e) { throw e; } catch (Exception e) {
                 throw new KazeiaException(KazeiaException.INTERNAL, e.toString());
@@ -123,45 +125,77 @@ public final class Engine implements AutoCloseable {
     /**
      * Queues a generation: the ChatML prompt from system (may be null) and user, up to maxTokens
      * (<= 0: until end of turn or a full context); sampling null = the current one (a different
-     * one recreates the context, dropping its prefix cache). The listener is called on the engine
+     * one recreates the context, dropping its prefix cache; refused while conversations are open
+     * on this engine: give those their sampling per reply). The listener is called on the engine
      * thread. Returns at once.
      */
     public Generation generate(String system, String user, int maxTokens, Sampling sampling, GenerationListener listener) {
-        checkOpen();
-        final Generation g = new Generation(this);
         final byte[] sys = system != null ? system.getBytes(StandardCharsets.UTF_8) : null;
         final byte[] usr = (user != null ? user : "").getBytes(StandardCharsets.UTF_8);
         final Sampling smp = sampling != null ? sampling.copy() : null;
-        exec.execute(() -> runGeneration(g, sys, usr, maxTokens, smp, listener));
+        return submit(new Job() {
+            @Override boolean before() {
+                if (smp != null && !smp.sameAs(Engine.this.sampling)) {
+                    if (!chats.isEmpty())
+                        throw new KazeiaException(KazeiaException.INVALID_ARG, "generate: a new sampling recreates the context, which "
+                                + chats.size() + " open conversation(s) use: pass the sampling per reply (ReplyOptions) or close them first");
+                    newContext(smp);
+                }
+                return true;
+            }
+            @Override void run(TokenSink sink, double[] st) { NativeBridge.generate(ctx, sys, usr, maxTokens, sink, st); }
+        }, listener);
+    }
+
+    /**
+     * One native generation and what goes around it, all on the engine thread: before() (false:
+     * end as CANCELLED without running), run(), onPiece() after the listener saw each piece (false
+     * stops), after() with the stats, or failed() on an error.
+     */
+    abstract static class Job {
+        boolean before() { return true; }
+        abstract void run(TokenSink sink, double[] st);
+        boolean onPiece(byte[] bytes) { return true; }
+        void after(GenerationStats stats) {}
+        void failed(KazeiaException e) {}
+    }
+
+    Generation submit(Job job, GenerationListener listener) {
+        checkOpen();
+        final Generation g = new Generation(this);
+        exec.execute(() -> runGeneration(g, job, listener));
         return g;
     }
 
-    private void runGeneration(Generation g, byte[] sys, byte[] usr, int maxTokens, Sampling smp, GenerationListener l) {
+    private void runGeneration(Generation g, Job job, GenerationListener l) {
         final Utf8StreamDecoder dec = new Utf8StreamDecoder();
         double[] st = new double[7];
         st[5] = GenerationStats.StopReason.CANCELLED.ordinal();
         try {
             if (closed) g.cancelled = true;
             if (ctx == 0) throw new KazeiaException(KazeiaException.INVALID_ARG, "the engine is closed");
-            if (smp != null && !smp.sameAs(sampling)) newContext(smp);
+            boolean go = !g.cancelled && job.before();
             running = g;
             // a cancel that came before the native call started: cancelGeneration saw running == g
             // too late or not at all; the flag is read here and at every token
-            if (!g.cancelled) {
-                NativeBridge.generate(ctx, sys, usr, maxTokens, (id, bytes) -> {
+            if (go && !g.cancelled) {
+                job.run((id, bytes) -> {
                     if (g.cancelled) return false;
                     String text = dec.feed(bytes);
-                    return l == null || l.onToken(id, text, bytes);
+                    boolean more = l == null || l.onToken(id, text, bytes);
+                    return job.onPiece(bytes) && more;
                 }, st);
             }
             running = null;
             GenerationStats stats = new GenerationStats(st);
+            job.after(stats);
             if (l != null) l.onComplete(dec.finish(), stats);
             g.result.complete(stats);
         } catch (RuntimeException e) {
             running = null;
             KazeiaException ke = e instanceof KazeiaException ? (KazeiaException) e
                     : new KazeiaException(KazeiaException.INTERNAL, "listener threw: " + e);
+            try { job.failed(ke); } catch (RuntimeException ignored) { /* the first error is the one reported */ }
             if (l != null) {
                 try { l.onError(ke); } catch (RuntimeException ignored) { /* the future carries it */ }
             }
@@ -220,8 +254,32 @@ public final class Engine implements AutoCloseable {
     public int nVocab() { checkOpen(); return call(() -> NativeBridge.modelInfo(model, 0)); }
     public String describe() { checkOpen(); return call(() -> new String(NativeBridge.modelDescribe(model), StandardCharsets.UTF_8)); }
 
-    /** A conversation on this engine (see Conversation for what is multi-turn today). */
-    public Conversation conversation(String system) { checkOpen(); return new Conversation(this, system); }
+    /** A conversation on this engine's context (kz_chat): thinking on by default, 2 checkpoints. */
+    public Conversation conversation(String system) { return conversation(system, true, 0); }
+
+    /**
+     * A conversation (kz_chat_new) on this engine's context: think = replies think unless a
+     * ReplyOptions says otherwise; maxCheckpoints = GDN state checkpoints kept (0 = 2).
+     */
+    public Conversation conversation(String system, boolean think, int maxCheckpoints) {
+        checkOpen();
+        return call(() -> {
+            Conversation c = new Conversation(this, NativeBridge.chatNew(ctx, think ? 1 : 0, maxCheckpoints), think);
+            chats.add(c);
+            if (system != null && !system.isEmpty()) {
+                try {
+                    NativeBridge.chatAdd(c.handle, 0, system.getBytes(StandardCharsets.UTF_8), true);
+                } catch (RuntimeException e) {
+                    c.freeNative();
+                    throw e;
+                }
+            }
+            return c;
+        });
+    }
+
+    long modelHandle() { return model; }
+    long contextHandle() { return ctx; }
 
     /**
      * Cancels the running generation and the queued ones, waits for the running one to return,

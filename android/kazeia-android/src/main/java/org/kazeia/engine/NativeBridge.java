@@ -36,4 +36,32 @@ final class NativeBridge {
     static native void stateSaveFile(long ctx, byte[] path);
     static native void stateLoadFile(long ctx, byte[] path);
     static native int defaultThreads();
+
+    // conversations (kz_chat_*): a chat lives on a context of the same engine
+    static native long chatNew(long ctx, int think, int maxCheckpoints);
+    static native void chatFree(long chat);
+    /** role 0 system, 1 user, 2 assistant; setSystem: kz_chat_set_system (null or empty removes) */
+    static native void chatAdd(long chat, int role, byte[] text, boolean setSystem);
+    static native boolean chatPop(long chat);
+    static native void chatReset(long chat);
+    /** 0 messages, 1 checkpoints, 2 bytes held beyond the context */
+    static native long chatInfo(long chat, int what);
+    static native int chatMessageRole(long chat, int i);
+    static native byte[] chatMessageText(long chat, int i);
+    /** ip: maxTokens, think, topK, repeatLastN, modelDefaults; fp as contextNew's; stop: UTF-8 strings or null; stats as generate */
+    static native int chatReply(long model, long chat, int[] ip, float[] fp, long seed, byte[][] stop, TokenSink sink, double[] stats);
+    static native void chatSaveFile(long chat, byte[] path, boolean load);
+
+    // guard verdicts (kz_guard_*): verdict = 12 doubles (label, pSafe, pControversial, pUnsafe,
+    // categories, refusal, unsafe, blocked, malformed, nEval, nReused, ms), its text returned
+    /** ip: policy, action, checkEvery, maxVerdictTokens, nCtx, nThreads, kvType */
+    static native long guardNew(long model, int[] ip);
+    static native void guardFree(long guard);
+    static native byte[] guardCategoryName(int i);
+    static native byte[] guardCheckPrompt(long guard, byte[] user, double[] verdict);
+    static native byte[] guardCheckMessages(long guard, byte[][] roles, byte[][] contents, double[] verdict);
+    static native void guardResponseBegin(long guard, byte[] user);
+    /** null when the piece was only buffered (no check ran) */
+    static native byte[] guardResponseFeed(long guard, byte[] piece, double[] verdict);
+    static native byte[] guardResponseEnd(long guard, double[] verdict);
 }

@@ -304,7 +304,7 @@ public class EngineTest {
 
     @Test public void stateSaveRestoreAndConversation() throws Exception {
         try (Engine e = Engine.load(MODEL, new EngineConfig())) {
-            Conversation conv = e.conversation("You are terse.");
+            Conversation conv = e.conversation("You are terse.", false, 0); // thinking off: the reply is kept as streamed
             Collected c = new Collected();
             conv.send("one", 6, null, c).await();
             assertEquals(1, conv.history().size());
@@ -315,7 +315,7 @@ public class EngineTest {
             assertEquals(0, e.nPast());
             conv.restoreState(img);
             assertEquals(past, e.nPast());
-            // the system block is reused from the engine's snapshot on the next turn
+            // the history is reused from the restored context on the next turn
             GenerationStats s = conv.send("two", 4, null, new Collected()).await();
             assertTrue("reused " + s.reusedTokens, s.reusedTokens > 0);
             File f = new File(TMP, "state.kzs");
