@@ -45,5 +45,5 @@ timeout -k 10 600 java -Xcheck:jni -Dkazeia.library="$(realpath "$B/libkazeia_en
 if [ -n "$KOTLIN_RUN" ]; then
   KT_STD=$(ls /usr/share/java/kotlin-stdlib.jar 2>/dev/null || echo "$(dirname "$(realpath "$(command -v kotlinc)")")/../lib/kotlin-stdlib.jar")
   timeout -k 10 300 java -Xcheck:jni -Dkazeia.library="$(realpath "$B/libkazeia_engine.so")" \
-    -cp "$OUT/classes:$OUT/kotlin.jar:$KT_STD:$KX" org.kazeia.engine.KotlinInteropKt "$OUT/tiny.gguf" "$OUT/guard.gguf"
+    -cp "$OUT/classes:$OUT/kotlin.jar:$KT_STD:$KX" org.kazeia.engine.KotlinInteropKt "$OUT/tiny.gguf" "$OUT/guard.gguf" "$(realpath "$B/jni_fixture")"
 fi

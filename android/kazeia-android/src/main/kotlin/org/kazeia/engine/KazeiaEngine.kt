@@ -46,8 +46,12 @@ class KazeiaEngine private constructor(val engine: Engine) {
                            onEvent: (GenerationEvent) -> Unit): GenerationStats =
         runGeneration(onEvent) { listener -> engine.generate(system, user, maxTokens, sampling, listener) }
 
-    /** A conversation with this system prompt (see KazeiaConversation for what is multi-turn today). */
-    fun conversation(system: String?): KazeiaConversation = KazeiaConversation(engine.conversation(system))
+    /**
+     * A conversation (kz_chat) on this engine's context: think = replies think unless their
+     * ReplyOptions say otherwise; maxCheckpoints = GDN state checkpoints kept (0 = 2).
+     */
+    suspend fun conversation(system: String?, think: Boolean = true, maxCheckpoints: Int = 0): KazeiaConversation =
+        withContext(Dispatchers.IO) { KazeiaConversation(engine.conversation(system, think, maxCheckpoints)) }
 
     /** The sequence's state image (KV, recurrent state); restore with restoreState on the same model. */
     suspend fun saveState(): ByteArray = withContext(Dispatchers.IO) { engine.saveState() }

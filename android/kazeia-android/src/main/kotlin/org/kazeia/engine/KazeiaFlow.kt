@@ -15,8 +15,8 @@ fun KazeiaEngine.generate(system: String?, user: String, maxTokens: Int = 512, s
     eventFlow { listener -> engine.generate(system, user, maxTokens, sampling, listener) }
 
 /** The reply to user as a Flow (see KazeiaConversation.sendTo); the turn is recorded at the end. */
-fun KazeiaConversation.send(user: String, maxTokens: Int = 512, sampling: Sampling? = null): Flow<GenerationEvent> =
-    eventFlow { listener -> conversation.send(user, maxTokens, sampling, listener) }
+fun KazeiaConversation.send(user: String, options: ReplyOptions = ReplyOptions()): Flow<GenerationEvent> =
+    eventFlow { listener -> conversation.send(user, options, listener) }
 
 /**
  * A Flow over one Generation: the listener sends into an unlimited channel (the engine thread
