@@ -230,6 +230,7 @@ public class ConversationTest {
             double ms = (System.nanoTime() - t0) / 1e6;
             System.out.printf("conversation: cancel mid-prefill stopped %.1f ms after cancel() (%d of ~6000 prompt tokens evaluated)%n", ms, s.promptTokens);
             assertEquals(GenerationStats.StopReason.CANCELLED, s.stopReason);
+            assertTrue("cancel took " + ms + " ms (a 2048-token chunk takes ~800 ms here)", ms < 250);
             assertEquals(0, j.ids.size());
             assertTrue(s.promptTokens < 6000);
             assertEquals(3, c.messages().size());
