@@ -73,6 +73,10 @@ else
 $(BUILD)/libkazeia_dev.so: FORCE
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/dev VIS=default DEV_SO=$@ $@
 endif
+# the built-in default model: cli/default_model.c .incbin's it into the kazeia binary
+DEFAULT_MODEL := models/kazeia-default.gguf
+$(BUILD)/obj/cli/default_model.o: CFLAGS += -DKZ_DEFAULT_MODEL_FILE='"$(DEFAULT_MODEL)"'
+$(BUILD)/obj/cli/default_model.o: $(DEFAULT_MODEL)
 $(BUILD)/kazeia: $(CLI_OBJ) $(BUILD)/libkazeia.a
 	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(BUILD)/libkazeia.a $(LDLIBS)
 $(BUILD)/%: tools/%.c $(BUILD)/obj/cli/args.o $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
@@ -116,13 +120,17 @@ test-py: all dev py-deps
 
 test: test-c test-py
 
-# The main job on a fresh machine: a random-weight model with the real Qwen3.5-0.8B shapes (Q4_0),
-# then a streamed generation with prefill/decode speed and peak RSS on stderr.
+# The main job on a fresh machine: the built-in default model (models/kazeia-default.gguf, a small
+# Qwen3.5 base model trained by training/) continues two prompts, prefill/decode speed and peak
+# RSS on stderr; then the same engine on a random-weight model with the real Qwen3.5-0.8B shapes.
 DEMO_MODEL ?= $(BUILD)/demo-qwen35-0.8b-q4_0.gguf
 demo: all
+	$(BUILD)/kazeia run -p "The history of the city begins" -n 64 --seed 3
+	@echo
+	$(BUILD)/kazeia run -p "Le lendemain matin, le jeune homme" -n 64 --seed 3
+	@echo
 	@test -f $(DEMO_MODEL) || $(BUILD)/kz-mkmodel --arch qwen35 --preset qwen35-0.8b --type q4_0 -o $(DEMO_MODEL)
-	$(BUILD)/kazeia info $(DEMO_MODEL) | head -40
-	$(BUILD)/kazeia run -m $(DEMO_MODEL) -p "Bonjour ! Explique-moi la photosynthèse." -n 32 --no-think --seed 1
+	$(BUILD)/kazeia run -m $(DEMO_MODEL) -p "Bonjour ! Explique-moi la photosynthèse." -n 32 --no-think --seed 1 > /dev/null
 
 # Fuzzing (clang + libFuzzer, ASan + UBSan): fuzz/fuzz_<target>.c, seeds in fuzz/corpus/<target>.
 #   make fuzz        -> build-fuzz/fuzz_{gguf,model,tokenizer,chat}

@@ -12,4 +12,7 @@ int cmd_imatrix(int argc, char **argv);    /* cli/cmd_imatrix.c */
 int cmd_bench_cascade(int argc, char **argv); /* cli/bench/cascade.c */
 int cmd_guard(int argc, char **argv);         /* cli/cmd_guard.c */
 int cmd_chat(int argc, char **argv);     /* cli/cmd_chat.c */
+/* cli/default_model.c: the built-in default model (a base model: prompts are continued) */
+#include "kazeia.h"
+kz_model *cli_default_model(const kz_model_params *p, char *err, size_t errlen);
 #endif

@@ -15,8 +15,11 @@
 static void run_usage(FILE *f) {
     kz_context_params d = kz_context_default_params();
     fprintf(f,
-            "usage: kazeia run -m MODEL.gguf -p PROMPT [options]\n"
-            "  -m, --model FILE         GGUF model (qwen35 / qwen3)\n"
+            "usage: kazeia run [-m MODEL.gguf] -p PROMPT [options]\n"
+            "  -m, --model FILE         GGUF model (qwen35 / qwen3); without it, the built-in default\n"
+            "                           model (a small base model: the prompt is continued, --raw;\n"
+            "                           sampling defaults --temp 0.7 --repeat-penalty 1.1, its card's)\n"
+            "  --raw                    continue the prompt as plain text (no chat template)\n"
             "  -p, --prompt TEXT        user message\n"
             "  --system TEXT            system message (default: none)\n"
             "  -n, --n-predict N        max tokens to generate (default -1: until end of turn or full context)\n"
@@ -91,7 +94,7 @@ static const char *stop_name(kz_stop_reason r) {
 
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *system = NULL;
-    int n_predict = -1, n_threads = 0, repack = -1;
+    int n_predict = -1, n_threads = 0, repack = -1, raw = 0, set_temp = 0, set_rp = 0;
     kz_mtp_params mtp = kz_mtp_default_params();
     kz_context_params cp = kz_context_default_params();
 
@@ -103,6 +106,7 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(a, "--repack")) { repack = 1; continue; }
         if (!strcmp(a, "--no-repack")) { repack = 0; continue; }
         if (!strcmp(a, "--no-mtp")) { mtp.enabled = 0; continue; }
+        if (!strcmp(a, "--raw")) { raw = 1; continue; }
         /* every other option takes a value */
         static const char *const with_value[] = {
             "-m", "--model", "-p", "--prompt", "--system", "-n", "--n-predict", "--temp", "--top-k",
@@ -122,7 +126,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "--system")) system = v;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) bad = kz_arg_int("kazeia run", a, v, -1, INT_MAX, &n_predict);
-        else if (!strcmp(a, "--temp")) bad = kz_arg_float("kazeia run", a, v, 0, &cp.temperature);
+        else if (!strcmp(a, "--temp")) { bad = kz_arg_float("kazeia run", a, v, 0, &cp.temperature); set_temp = 1; }
         else if (!strcmp(a, "--top-k")) bad = kz_arg_int("kazeia run", a, v, 0, INT_MAX, &cp.top_k);
         else if (!strcmp(a, "--top-p")) {
             bad = kz_arg_float("kazeia run", a, v, 0, &cp.top_p);
@@ -131,6 +135,7 @@ int cmd_run(int argc, char **argv) {
             bad = kz_arg_float("kazeia run", a, v, 0, &cp.min_p);
             if (!bad && (cp.min_p < 0 || cp.min_p > 1)) { fprintf(stderr, "kazeia run: --min-p must be in [0, 1]\n"); bad = 1; }
         } else if (!strcmp(a, "--repeat-penalty")) {
+            set_rp = 1;
             bad = kz_arg_float("kazeia run", a, v, 0, &cp.repeat_penalty);
             if (!bad && cp.repeat_penalty <= 0) { fprintf(stderr, "kazeia run: --repeat-penalty must be > 0 (1 = off)\n"); bad = 1; }
         } else if (!strcmp(a, "--repeat-last-n")) bad = kz_arg_int("kazeia run", a, v, 0, INT_MAX, &cp.repeat_last_n);
@@ -149,7 +154,11 @@ int cmd_run(int argc, char **argv) {
         }
         if (bad) return 2;
     }
-    if (!model_path) { fprintf(stderr, "kazeia run: missing -m MODEL.gguf (see kazeia run --help)\n"); return 2; }
+    if (!model_path && system) {
+        fprintf(stderr, "kazeia run: --system needs a chat model (-m MODEL.gguf); the built-in model continues text\n");
+        return 2;
+    }
+    if (raw && system) { fprintf(stderr, "kazeia run: --system and --raw exclude each other\n"); return 2; }
     if (!prompt) { fprintf(stderr, "kazeia run: missing -p PROMPT (see kazeia run --help)\n"); return 2; }
     if (n_predict == 0) { fprintf(stderr, "kazeia run: -n 0 generates nothing; use -n -1 for no limit\n"); return 2; }
 
@@ -157,10 +166,16 @@ int cmd_run(int argc, char **argv) {
     kz_model_params mp = kz_model_default_params();
     mp.n_threads = n_threads;
     if (repack >= 0) mp.repack_weights = repack;
-    kz_model *m = kz_model_load(model_path, &mp, err, sizeof err);
+    if (!model_path) { /* the default model is a base model; greedy decoding loops on it */
+        raw = 1;
+        if (!set_temp) cp.temperature = 0.7f;
+        if (!set_rp) cp.repeat_penalty = 1.1f;
+    }
+    kz_model *m = model_path ? kz_model_load(model_path, &mp, err, sizeof err)
+                             : cli_default_model(&mp, err, sizeof err);
     if (!m) {
         /* the loader's message already names the file */
-        fprintf(stderr, "kazeia run: cannot load model: %s\n", err[0] ? err : model_path);
+        fprintf(stderr, "kazeia run: cannot load model: %s\n", err[0] ? err : model_path ? model_path : "default");
         return 1;
     }
     cp.n_threads = n_threads;
@@ -181,7 +196,8 @@ int cmd_run(int argc, char **argv) {
     signal(SIGINT, on_sigint);
     run_out o = {0, 0};
     kz_stats st;
-    int r = kz_generate(c, system, prompt, n_predict, print_piece, &o, &st);
+    int r = raw ? kz_complete(c, prompt, n_predict, print_piece, &o, &st)
+                : kz_generate(c, system, prompt, n_predict, print_piece, &o, &st);
     signal(SIGINT, SIG_DFL);
     g_sig_ctx = NULL;
     if (o.n_bytes > 0 && isatty(STDOUT_FILENO)) { fputc('\n', stdout); fflush(stdout); }

@@ -7,7 +7,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "kazeia " KZ_VERSION " - GGUF inference engine for Qwen3.5 / Qwen3\n"
             "usage: kazeia <command> [options]\n"
-            "  run       -m MODEL.gguf -p PROMPT   generate a chat answer (streams to stdout)\n"
+            "  run       [-m MODEL.gguf] -p PROMPT generate a chat answer (streams to stdout; no -m: built-in model)\n"
             "  chat      -m MODEL.gguf             interactive multi-turn chat (or one turn per stdin line)\n"
             "  info      MODEL.gguf                architecture, hparams, tensor table\n"
             "  logits    -m MODEL.gguf --tokens ..  dump logits for a token sequence (testing)\n"

@@ -87,6 +87,10 @@ KZ_API kz_model *kz_model_load(const char *path, const kz_model_params *params, 
 /* The same, also storing the failure's kind in *status (KZ_OK on success) when status != NULL. */
 KZ_API kz_model *kz_model_load_ex(const char *path, const kz_model_params *params, kz_status *status,
                                   char *err, size_t errlen);
+/* The same from a GGUF image in memory (e.g. an uncompressed Android asset, or a file built into
+ * the program); buf must stay valid and unchanged until kz_model_free. name is used in messages. */
+KZ_API kz_model *kz_model_load_memory(const void *buf, size_t size, const char *name,
+                                      const kz_model_params *params, char *err, size_t errlen);
 KZ_API void kz_model_free(kz_model *m);
 
 /* Model facts (0 or "" for a NULL model). */
@@ -207,6 +211,11 @@ typedef struct {
  * with the same system prompt evaluates only the tokens after it. */
 KZ_API int kz_generate(kz_context *c, const char *system, const char *user, int max_tokens,
                        kz_piece_cb cb, void *userdata, kz_stats *stats);
+/* Plain-text completion, for base models (no chat template applied, special-token syntax in
+ * text not parsed): continues text up to max_tokens (<= 0: no limit) or an end-of-text token,
+ * streaming through cb. Same return, stats, prefix reuse and cancel as kz_generate. */
+KZ_API int kz_complete(kz_context *c, const char *text, int max_tokens, kz_piece_cb cb, void *userdata,
+                       kz_stats *stats);
 /* Thread-safe: asks a running kz_generate or kz_eval on c to stop soon (at the next token, or
  * inside a prefill chunk). Each of those calls clears a pending request when it starts. */
 KZ_API void kz_cancel(kz_context *c);

@@ -29,6 +29,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kazeia.h"
@@ -247,6 +248,25 @@ static int build_prompt(kz_context *c, const char *system, const char *user, int
     int nseg = kz_chat_segments(arch, system, user, c->p.think, segs);
     int n = kz_chat_tokenize(c->m->tok, segs, nseg, out, c->err, sizeof c->err);
     if (n < 0) c->status = kz_status_from_message(c->err, KZ_ERR_INVALID_ARG);
+    return n;
+}
+
+/* plain text, special-token syntax not parsed (a completion prompt is data) */
+static int raw_prompt(kz_context *c, const char *text, int32_t **out) {
+    *out = NULL;
+    if (!text) { kz_ctx_seterr(c, KZ_ERR_INVALID_ARG, "no text given"); return -1; }
+    size_t len = strlen(text);
+    if (!len) { kz_ctx_seterr(c, KZ_ERR_INVALID_ARG, "empty prompt: a completion needs text to continue"); return -1; }
+    int cap = (int)(len < (size_t)INT_MAX - 1 ? len + 1 : INT_MAX);
+    int32_t *t = malloc((size_t)cap * sizeof *t);
+    if (!t) { kz_ctx_seterr(c, KZ_ERR_NOMEM, "out of memory (%d prompt tokens)", cap); return -1; }
+    int n = kz_tokenize(c->m, text, len, 0, t, cap);
+    if (n <= 0) {
+        free(t);
+        kz_ctx_seterr(c, KZ_ERR_INVALID_ARG, "cannot tokenize the prompt");
+        return -1;
+    }
+    *out = t;
     return n;
 }
 
@@ -509,7 +529,8 @@ int kz_ctx_token_piece(kz_context *c, int32_t tok) {
 }
 
 /* kz_generate (cb: UTF-8 text pieces) and kz_generate_raw (tcb: every token's raw bytes) */
-static int generate(kz_context *c, const char *system, const char *user, int max_tokens,
+/* raw: user is plain text continued as is (no template, no system block) */
+static int generate(kz_context *c, const char *system, const char *user, int raw, int max_tokens,
                     kz_piece_cb cb, kz_token_cb tcb, void *userdata, kz_stats *stats) {
     kz_stats st;
     memset(&st, 0, sizeof st);
@@ -521,7 +542,7 @@ static int generate(kz_context *c, const char *system, const char *user, int max
 
     /* 1. prompt */
     int32_t *prompt = NULL;
-    int n_prompt = build_prompt(c, system, user, &prompt);
+    int n_prompt = raw ? raw_prompt(c, user, &prompt) : build_prompt(c, system, user, &prompt);
     if (n_prompt < 0) goto fail;
     if (n_prompt > c->p.n_ctx) {
         kz_ctx_seterr(c, KZ_ERR_CTX_FULL, "prompt is %d tokens, context is %d (raise n_ctx / -c)", n_prompt, c->p.n_ctx);
@@ -530,7 +551,7 @@ static int generate(kz_context *c, const char *system, const char *user, int max
 
     /* 2. prefill, reusing the sequence or the snapshot when it is a prefix of this prompt */
     double t0 = kz_now_ms();
-    const int sys_len = system_prefix_len(c, system, user, prompt, n_prompt);
+    const int sys_len = raw ? 0 : system_prefix_len(c, system, user, prompt, n_prompt);
     int reused = usable_prefix(c, prompt, n_prompt);
     const int snap = snapshot_usable(c, prompt, n_prompt);
     if (snap > reused) {
@@ -597,10 +618,15 @@ fail_keep:
 
 int kz_generate(kz_context *c, const char *system, const char *user, int max_tokens,
                 kz_piece_cb cb, void *userdata, kz_stats *stats) {
-    return generate(c, system, user, max_tokens, cb, NULL, userdata, stats);
+    return generate(c, system, user, 0, max_tokens, cb, NULL, userdata, stats);
+}
+
+int kz_complete(kz_context *c, const char *text, int max_tokens, kz_piece_cb cb, void *userdata,
+                kz_stats *stats) {
+    return generate(c, NULL, text, 1, max_tokens, cb, NULL, userdata, stats);
 }
 
 int kz_generate_raw(kz_context *c, const char *system, const char *user, int max_tokens,
                     kz_token_cb cb, void *userdata, kz_stats *stats) {
-    return generate(c, system, user, max_tokens, NULL, cb, userdata, stats);
+    return generate(c, system, user, 0, max_tokens, NULL, cb, userdata, stats);
 }

@@ -293,6 +293,11 @@ kz_model *kz_model_load_mem(const void *buf, size_t size, const char *name,
     return load_gguf(g, name, params, err, errlen);
 }
 
+kz_model *kz_model_load_memory(const void *buf, size_t size, const char *name,
+                               const kz_model_params *params, char *err, size_t errlen) {
+    return kz_model_load_mem(buf, size, name, params, err, errlen);
+}
+
 void kz_model_free(kz_model *m) {
     if (!m) return;
     if (m->tok) kz_tokenizer_free(m->tok);
