@@ -188,7 +188,7 @@ static int fail(kz_context *c, const char *e) {
 }
 
 int kz_spec_decode(kz_context *c, int32_t tok) {
-    if (!c->m->mtp || !kz_seq_mtp_hidden(c->seq)) return 1;
+    if (!c->m->mtp) return 1;
     if (!c->spec && !(c->spec = spec_new(c))) return 1; /* no memory for it: plain decoding */
     struct kz_spec *sp = c->spec;
     if (!sp->p.enabled) return 1;
@@ -211,7 +211,8 @@ int kz_spec_decode(kz_context *c, int32_t tok) {
         kz_spec_end(c); /* the sampler left the drafts: drop what it did not take */
     }
     char e[384] = "";
-    int k = choose_k(sp);
+    /* no hidden to draft from (a state restored without the MTP cache): a plain step gives it */
+    int k = kz_seq_mtp_ready(c->seq) ? choose_k(sp) : 0;
     const int room = c->p.n_ctx - c->n_hist - 1; /* t and k drafts must fit */
     if (k > room) k = room;
     if (k > c->p.n_batch - 1) k = c->p.n_batch - 1; /* one chunk */
