@@ -511,6 +511,9 @@ typedef struct {
     int max_draft;  /* drafts per verify, 1..8 (default 3) */
     int adaptive;   /* 1 (default): choose 0..max_draft per step from the measured acceptance
                      * and costs; 0: always max_draft */
+    int draft_vocab; /* 0 (default): the drafts use the whole LM head; N: only its rows of token
+                      * ids below N (rounded up to 64; byte-level BPE ids run from the most
+                      * frequent merges down, docs/mtp.md): a cheaper draft, same output */
 } kz_mtp_params;
 KZ_API kz_mtp_params kz_mtp_default_params(void);
 KZ_API int kz_model_has_mtp(const kz_model *m);

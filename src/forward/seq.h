@@ -119,6 +119,9 @@ int kz_seq_mtp_ready(const kz_seq *s);
  * one the previous step's h_out and slot + 1. Writes n_vocab logits (may be NULL) and h_out
  * (n_embd), returns the argmax. Draft slots beyond n_past - 1 are overwritten by the next fill. */
 int32_t kz_seq_mtp_draft(kz_seq *s, const float *h, int32_t tok, int slot, float *logits, float *h_out);
+/* Draft steps use only the LM head rows of token ids [0, n) (n rounded up to 64; 0 or >= n_vocab:
+ * all): their logits then have that many entries. Returns the rows used. */
+int kz_seq_mtp_set_vocab(kz_seq *s, int n);
 /* The next kz_forward (n <= KZ_SPEC_NMAX tokens, one chunk) is a verify batch: every row's
  * logits equal those of one-token steps bit for bit, and kz_seq_verify_keep can then drop
  * its tail. 0, or -1 (out of memory for the record: message in err). */
