@@ -167,7 +167,8 @@ KZ_API const float *kz_logits(const kz_context *c);
 
 /* ---- prompt state ----
  * Everything the context has evaluated (token history, KV rows, Gated DeltaNet conv and
- * recurrent states, position, and the last logits when there are any) as a versioned binary
+ * recurrent states, position, the last logits when there are any, the MTP draft cache when
+ * the model drafts; docs/mtp.md: older images load too) as a versioned binary
  * image. It is tied to the model by a fingerprint (architecture, hyperparameters, tensor
  * names/shapes/types; not the weights) and needs a context with the same KV type and an n_ctx
  * that holds it. Loading validates the whole image first: on any error (other model, truncated
