@@ -42,6 +42,8 @@ static void run_usage(FILE *f) {
             "                           decode, same resident size, ~0.5 s/GB load; nothing done elsewhere)\n"
             "  --no-mtp                 no MTP speculative decoding (default: on when the model has an MTP block)\n"
             "  --mtp-max K              drafts per verify, 1..8 (default 3; the decoder adapts 0..K)\n"
+            "  --mtp-vocab N            drafts pick among token ids < N only (cheaper draft head; 0 = all,\n"
+            "                           the default; the output is the same)\n"
             "  -h, --help               this text\n"
             "Stats (prompt tokens, prefill/decode speed, generated tokens, peak RSS) go to stderr.\n",
             (double)d.temperature, d.top_k, (double)d.top_p, (double)d.min_p,
@@ -112,7 +114,7 @@ int cmd_run(int argc, char **argv) {
             "-m", "--model", "-p", "--prompt", "--system", "-n", "--n-predict", "--temp", "--top-k",
             "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--presence-penalty",
             "--frequency-penalty", "--seed", "-t", "--threads", "-c", "--ctx-size", "-b",
-            "--batch-size", "--kv", "--mtp-max", NULL};
+            "--batch-size", "--kv", "--mtp-max", "--mtp-vocab", NULL};
         int known = 0;
         for (int k = 0; with_value[k]; k++) if (!strcmp(a, with_value[k])) known = 1;
         if (!known) {
@@ -143,6 +145,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--frequency-penalty")) bad = kz_arg_float("kazeia run", a, v, 0, &cp.frequency_penalty);
         else if (!strcmp(a, "--seed")) bad = parse_u64(a, v, &cp.seed);
         else if (!strcmp(a, "--mtp-max")) bad = kz_arg_int("kazeia run", a, v, 1, KZ_MTP_MAX_DRAFT, &mtp.max_draft);
+        else if (!strcmp(a, "--mtp-vocab")) bad = kz_arg_int("kazeia run", a, v, 0, INT_MAX, &mtp.draft_vocab);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = kz_arg_int("kazeia run", a, v, 1, 1024, &n_threads);
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) bad = kz_arg_int("kazeia run", a, v, 1, INT_MAX, &cp.n_ctx);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) bad = kz_arg_int("kazeia run", a, v, 1, INT_MAX, &cp.n_batch);

@@ -171,7 +171,8 @@ KZ_API const float *kz_logits(const kz_context *c);
 
 /* ---- prompt state ----
  * Everything the context has evaluated (token history, KV rows, Gated DeltaNet conv and
- * recurrent states, position, and the last logits when there are any) as a versioned binary
+ * recurrent states, position, the last logits when there are any, the MTP draft cache when
+ * the model drafts; docs/mtp.md: older images load too) as a versioned binary
  * image. It is tied to the model by a fingerprint (architecture, hyperparameters, tensor
  * names/shapes/types; not the weights) and needs a context with the same KV type and an n_ctx
  * that holds it. Loading validates the whole image first: on any error (other model, truncated
@@ -520,6 +521,9 @@ typedef struct {
     int max_draft;  /* drafts per verify, 1..8 (default 3) */
     int adaptive;   /* 1 (default): choose 0..max_draft per step from the measured acceptance
                      * and costs; 0: always max_draft */
+    int draft_vocab; /* 0 (default): the drafts use the whole LM head; N: only its rows of token
+                      * ids below N (rounded up to 64; byte-level BPE ids run from the most
+                      * frequent merges down, docs/mtp.md): a cheaper draft, same output */
 } kz_mtp_params;
 KZ_API kz_mtp_params kz_mtp_default_params(void);
 KZ_API int kz_model_has_mtp(const kz_model *m);

@@ -66,7 +66,7 @@ static void test_roundtrip(kz_model *m, const char *name, kz_kv_type kv) {
     size_t n = kz_state_size(a);
     unsigned char *buf = malloc(n);
     CHECK(n > 128 && kz_state_save(a, buf, n) == n);
-    CHECK(!memcmp(buf, "KZSTATE", 8) && buf[8] == 1); /* magic, format version 1 */
+    CHECK(!memcmp(buf, "KZSTATE", 8) && buf[8] == 2); /* magic, format version 2 */
     CHECK(kz_state_save(a, buf, n - 1) == 0 && contains(kz_context_error(a), "too small"));
     CHECK(kz_eval(a, t + N0, N1, la, 1) == 0);
     CHECKF(kz_state_load(b, buf, n) == 0, "%s: %s", name, kz_context_error(b));
@@ -169,8 +169,8 @@ static void test_refused(kz_model *m, kz_model *other_arch, kz_model *other_laye
     bad[0] = 'X';
     expect_refused(b, bad, n, "not a Kazeia state file", "bad magic");
     memcpy(bad, buf, n);
-    bad[8] = 2;
-    expect_refused(b, bad, n, "version 2 is not supported", "future version");
+    bad[8] = 3;
+    expect_refused(b, bad, n, "version 3 is not supported", "future version");
     unsigned char *longer = malloc(n + 5);
     memcpy(longer, buf, n);
     memset(longer + n, 0, 5);

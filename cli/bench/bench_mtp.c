@@ -21,6 +21,8 @@ static void usage(FILE *f) {
                "  -r R            repetitions of each timed step (default 3)\n"
                "  -n N            tokens generated in each kz_generate run (default 64)\n"
                "  --mtp-max K     largest draft count measured (default 3, <= 8)\n"
+               "  --mtp-vocab N   also measure the draft with its head trimmed to token ids < N, and\n"
+               "                  use it in the speculative generate runs (default 0: full head only)\n"
                "  --kv f16|f32|q8_0  KV cache type (default f16)\n"
                "  -p TEXT         prompt of the generate runs (default: a short English request)\n");
 }
@@ -55,7 +57,7 @@ static int count_piece(const char *s, size_t n, void *ud) {
 int cmd_bench_mtp(int argc, char **argv) {
     const char *model = NULL, *kvs = "f16";
     const char *prompt = "Write a short story about a lighthouse keeper and the ships he watches at night.";
-    int threads = 0, reps = 3, n_gen = 64, kmax = 3;
+    int threads = 0, reps = 3, n_gen = 64, kmax = 3, dvocab = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--mtp")) continue;
@@ -68,6 +70,7 @@ int cmd_bench_mtp(int argc, char **argv) {
         else if (!strcmp(a, "-r")) bad = kz_arg_int("kazeia bench", a, v, 1, 1000, &reps);
         else if (!strcmp(a, "-n")) bad = kz_arg_int("kazeia bench", a, v, 1, 1 << 20, &n_gen);
         else if (!strcmp(a, "--mtp-max")) bad = kz_arg_int("kazeia bench", a, v, 1, KZ_MTP_MAX_DRAFT, &kmax);
+        else if (!strcmp(a, "--mtp-vocab")) bad = kz_arg_int("kazeia bench", a, v, 0, 1 << 30, &dvocab);
         else if (!strcmp(a, "--kv")) kvs = v;
         else if (!strcmp(a, "-p")) prompt = v;
         else { fprintf(stderr, "kazeia bench --mtp: unknown option '%s' (see --help)\n", a); return 2; }
@@ -109,10 +112,12 @@ int cmd_bench_mtp(int argc, char **argv) {
         fprintf(stderr, "kazeia bench --mtp: %s\n", err);
         goto out;
     }
-    tm t_plain = {0}, t_draft = {0}, t_verify[KZ_SPEC_NMAX + 1] = {{0}}, t_keep = {0};
+    tm t_plain = {0}, t_draft = {0}, t_draft_trim = {0}, t_verify[KZ_SPEC_NMAX + 1] = {{0}}, t_keep = {0};
+    const int trim_rows = dvocab ? kz_seq_mtp_set_vocab(spec, dvocab) : V;
+    kz_seq_mtp_set_vocab(spec, 0);
     /* per repetition, each cost over the plain step of the same repetition (they run back to
      * back): on a shared machine the median of these drifts less than ratios of minima */
-    ratio = calloc((size_t)reps * (KZ_SPEC_NMAX + 2), sizeof *ratio);
+    ratio = calloc((size_t)reps * (KZ_SPEC_NMAX + 3), sizeof *ratio); /* [0]: the trimmed draft */
     if (!ratio) goto out;
     for (int rep = 0; rep < reps; rep++) {
         double t0 = kz_now_ms();
@@ -125,6 +130,14 @@ int cmd_bench_mtp(int argc, char **argv) {
         kz_seq_mtp_draft(spec, h, toks[P], kz_seq_n_past(spec) - 1, lg, h + E);
         tm_add(&t_draft, kz_now_ms() - t0);
         ratio[(size_t)1 * reps + rep] = (kz_now_ms() - t0) / tp;
+        if (dvocab) { /* the same step with the trimmed head */
+            kz_seq_mtp_set_vocab(spec, dvocab);
+            t0 = kz_now_ms();
+            kz_seq_mtp_draft(spec, h, toks[P], kz_seq_n_past(spec) - 1, lg, h + E);
+            tm_add(&t_draft_trim, kz_now_ms() - t0);
+            ratio[rep] = (kz_now_ms() - t0) / tp;
+            kz_seq_mtp_set_vocab(spec, 0);
+        }
         for (int n = 2; n <= kmax + 1; n++) {
             t0 = kz_now_ms();
             if (kz_seq_verify_begin(spec, err, sizeof err) || kz_forward(m, spec, &toks[P], n, lg, 1, err, sizeof err)) {
@@ -145,6 +158,10 @@ int cmd_bench_mtp(int argc, char **argv) {
            "repetitions of the cost / the plain step just before it\n", model, threads, kvs, P, reps);
     printf("plain decode step:   %8.2f ms  (1.00x)\n", unit);
     printf("MTP draft step:      %8.2f ms  (%.3fx)\n", t_draft.min, rel[1]);
+    const double d_trim = dvocab ? median(ratio, reps) : rel[1];
+    if (dvocab)
+        printf("MTP draft, trimmed:  %8.2f ms  (%.3fx)  [LM head rows of token ids < %d of %d]\n", t_draft_trim.min,
+               d_trim, trim_rows, V);
     for (int n = 2; n <= kmax + 1; n++)
         printf("verify of %d tokens:  %8.2f ms  (%.3fx)  [GDN snapshot + recorded inputs included]\n", n,
                t_verify[n].min, rel[n]);
@@ -181,6 +198,7 @@ int cmd_bench_mtp(int argc, char **argv) {
         q.enabled = mode > 0;
         q.max_draft = kmax;
         q.adaptive = mode == 1;
+        q.draft_vocab = dvocab;
         kz_context_set_mtp(c, &q);
         kz_stats gs;
         if (kz_generate(c, NULL, prompt, n_gen, count_piece, NULL, &gs) != 0) {
@@ -206,14 +224,15 @@ int cmd_bench_mtp(int argc, char **argv) {
         printf("\n");
     }
     /* 3. projection from the measured costs */
-    printf("projected speed-up S(a,k) = (1 - a^(k+1)) / (1 - a) / (v(k+1) + k d), d = %.3f:\n", rel[1]);
+    printf("projected speed-up S(a,k) = (1 - a^(k+1)) / (1 - a) / (v(k+1) + k d), d = %.3f%s:\n", d_trim,
+           dvocab ? " (trimmed head)" : "");
     const double as[] = {0.6, 0.75, 0.85};
     for (int ia = 0; ia < 3; ia++) {
         printf("  a = %.2f:", as[ia]);
         for (int k = 1; k <= kmax; k++) {
             double e = 0, p = 1;
             for (int j = 0; j <= k; j++) { e += p; p *= as[ia]; }
-            printf("  k=%d %.2fx", k, e / (rel[k + 1] + k * rel[1]));
+            printf("  k=%d %.2fx", k, e / (rel[k + 1] + k * d_trim));
         }
         printf("\n");
     }

@@ -12,7 +12,8 @@
  * File (little-endian, version 1): "KZCHAT\0\0", u32 version, u32 arch (0 qwen3 / 1 qwen35),
  * u32 think, u32 max_checkpoints, u32 n_messages, per message {u32 role, u32 bytes, text},
  * u64 image bytes + the context's state image (state.c, own checksum), u32 n_checkpoints, per
- * checkpoint {u32 n_tokens, u64 n_floats, tokens, floats}, u64 FNV-1a of everything before it. */
+ * checkpoint {u32 n_tokens, u64 n_floats, tokens, floats}, u64 FNV-1a of everything before it.
+ * A checkpoint's floats: the GDN states, then (n_floats = n_gdn + n_embd) the MTP hidden. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,7 +32,9 @@
 typedef struct {
     int ntok;
     int32_t *tok;   /* the tokens the sequence held */
-    float *gdn;     /* conv then recurrent state of every GDN layer (n_gdn floats; none for qwen3) */
+    float *gdn;     /* conv then recurrent state of every GDN layer (n_gdn floats; none for qwen3),
+                     * then with has_mtp the MTP draft hidden (n_embd floats) */
+    int has_mtp;
 } ckpt;
 
 typedef struct { int role; char *text; size_t len; } msg;
@@ -146,7 +149,9 @@ int kz_chat_n_checkpoints(const kz_chat *h) { return h ? h->n_ck : 0; }
 size_t kz_chat_memory(const kz_chat *h) {
     if (!h) return 0;
     size_t n = sizeof *h + (size_t)h->p.max_checkpoints * sizeof *h->ck + (size_t)h->cap_msgs * sizeof *h->msgs;
-    for (int i = 0; i < h->n_ck; i++) n += (size_t)h->ck[i].ntok * sizeof(int32_t) + h->n_gdn * sizeof(float);
+    for (int i = 0; i < h->n_ck; i++)
+        n += (size_t)h->ck[i].ntok * sizeof(int32_t) +
+             (h->n_gdn + (h->ck[i].has_mtp ? (size_t)h->c->m->hp.n_embd : 0)) * sizeof(float);
     for (int i = 0; i < h->n_msgs; i++) n += h->msgs[i].len + 1;
     return n;
 }
@@ -256,7 +261,8 @@ static void ck_restore(kz_chat *h, const ckpt *k) {
     kz_seq_view_get(c->seq, &v);
     if (v.n_conv) memcpy(v.conv, k->gdn, v.n_conv * sizeof(float));
     if (v.n_ssm) memcpy(v.ssm, k->gdn + v.n_conv, v.n_ssm * sizeof(float));
-    kz_seq_set_n_past(c->seq, k->ntok);
+    /* the KV rows (MTP draft cache included) before it are the context's own */
+    kz_seq_rewind(c->seq, k->ntok, k->has_mtp ? k->gdn + h->n_gdn : NULL);
     c->n_hist = k->ntok;
     c->logits_valid = 0;
     c->logits_argmax = -1;
@@ -274,11 +280,13 @@ static void ck_take(kz_chat *h) {
     if (h->n_ck == h->p.max_checkpoints) ck_drop(h, 0);
     ckpt k = {.ntok = c->n_hist};
     k.tok = malloc((size_t)c->n_hist * sizeof *k.tok);
-    k.gdn = malloc((h->n_gdn ? h->n_gdn : 1) * sizeof *k.gdn);
-    if (!k.tok || !k.gdn) { ck_free(&k); return; }
-    memcpy(k.tok, c->hist, (size_t)c->n_hist * sizeof *k.tok);
     kz_seq_view v;
     kz_seq_view_get(c->seq, &v);
+    k.has_mtp = v.mtp_ready;
+    k.gdn = malloc((h->n_gdn + (k.has_mtp ? (size_t)c->m->hp.n_embd : 0) + 1) * sizeof *k.gdn);
+    if (!k.tok || !k.gdn) { ck_free(&k); return; }
+    memcpy(k.tok, c->hist, (size_t)c->n_hist * sizeof *k.tok);
+    if (k.has_mtp) memcpy(k.gdn + h->n_gdn, v.mtp_h, (size_t)c->m->hp.n_embd * sizeof(float));
     if (v.n_conv) memcpy(k.gdn, v.conv, v.n_conv * sizeof(float));
     if (v.n_ssm) memcpy(k.gdn + v.n_conv, v.ssm, v.n_ssm * sizeof(float));
     h->ck[h->n_ck++] = k;
@@ -482,9 +490,10 @@ int kz_chat_save(kz_chat *h, const char *path) {
     w32(&o, (uint32_t)h->n_ck);
     for (int i = 0; i < h->n_ck; i++) {
         w32(&o, (uint32_t)h->ck[i].ntok);
-        w64(&o, h->n_gdn);
+        const size_t nf = h->n_gdn + (h->ck[i].has_mtp ? (size_t)c->m->hp.n_embd : 0);
+        w64(&o, nf);
         w(&o, h->ck[i].tok, (size_t)h->ck[i].ntok * sizeof(int32_t));
-        w(&o, h->ck[i].gdn, h->n_gdn * sizeof(float));
+        w(&o, h->ck[i].gdn, nf * sizeof(float));
     }
     uint64_t sum = o.h;
     w64(&o, sum);
@@ -567,15 +576,20 @@ int kz_chat_load(kz_chat *h, const char *path) {
     for (uint32_t i = 0; i < nck; i++, n_ck++) {
         uint32_t ntok = r32(&r);
         uint64_t ng = r64(&r);
-        if (r.bad || ng != h->n_gdn || ntok < 1 || ntok > (uint32_t)h->c->p.n_ctx) { why = "bad checkpoint"; goto out; }
-        const unsigned char *tp = rd(&r, (size_t)ntok * 4), *gp = rd(&r, h->n_gdn * 4);
+        const size_t with_h = h->n_gdn + (h->c->m->mtp ? (size_t)h->c->m->hp.n_embd : 0);
+        if (r.bad || (ng != h->n_gdn && ng != with_h) || ntok < 1 || ntok > (uint32_t)h->c->p.n_ctx) {
+            why = "bad checkpoint";
+            goto out;
+        }
+        const unsigned char *tp = rd(&r, (size_t)ntok * 4), *gp = rd(&r, (size_t)ng * 4);
         if (!tp || !gp) { why = "truncated checkpoint"; goto out; }
         nk[i].ntok = (int)ntok;
+        nk[i].has_mtp = ng != h->n_gdn; /* the MTP hidden after the GDN states */
         nk[i].tok = malloc((size_t)ntok * 4);
-        nk[i].gdn = malloc((h->n_gdn ? h->n_gdn : 1) * 4);
+        nk[i].gdn = malloc(((size_t)ng + 1) * 4);
         if (!nk[i].tok || !nk[i].gdn) { why = "out of memory"; st = KZ_ERR_NOMEM; goto out; }
         memcpy(nk[i].tok, tp, (size_t)ntok * 4);
-        memcpy(nk[i].gdn, gp, h->n_gdn * 4);
+        memcpy(nk[i].gdn, gp, (size_t)ng * 4);
     }
     if (r.at != r.n) { why = "trailing bytes"; goto out; }
     /* everything parsed: the state image is the last thing that can fail, and leaves the context

@@ -49,7 +49,7 @@ struct kz_spec {
 };
 
 kz_mtp_params kz_mtp_default_params(void) {
-    kz_mtp_params p = {1, 3, 1};
+    kz_mtp_params p = {1, 3, 1, 0};
     return p;
 }
 
@@ -87,6 +87,11 @@ int kz_context_set_mtp(kz_context *c, const kz_mtp_params *p) {
         c->status = KZ_ERR_INVALID_ARG;
         return -1;
     }
+    if (q.draft_vocab < 0) {
+        snprintf(c->err, sizeof c->err, "mtp draft_vocab must be >= 0 (0: the whole vocabulary; got %d)", q.draft_vocab);
+        c->status = KZ_ERR_INVALID_ARG;
+        return -1;
+    }
     if (!c->spec && !(c->spec = spec_new(c))) {
         snprintf(c->err, sizeof c->err, "out of memory for the speculative-decoding buffers");
         c->status = KZ_ERR_NOMEM;
@@ -96,7 +101,10 @@ int kz_context_set_mtp(kz_context *c, const kz_mtp_params *p) {
     sp->p = q;
     memset(&sp->st, 0, sizeof sp->st);
     sp->active = 0;
-    if (c->m->mtp) kz_seq_mtp_enable(c->seq, q.enabled);
+    if (c->m->mtp) {
+        kz_seq_mtp_enable(c->seq, q.enabled);
+        kz_seq_mtp_set_vocab(c->seq, q.draft_vocab);
+    }
     return 0;
 }
 
@@ -188,7 +196,7 @@ static int fail(kz_context *c, const char *e) {
 }
 
 int kz_spec_decode(kz_context *c, int32_t tok) {
-    if (!c->m->mtp || !kz_seq_mtp_hidden(c->seq)) return 1;
+    if (!c->m->mtp) return 1;
     if (!c->spec && !(c->spec = spec_new(c))) return 1; /* no memory for it: plain decoding */
     struct kz_spec *sp = c->spec;
     if (!sp->p.enabled) return 1;
@@ -211,7 +219,8 @@ int kz_spec_decode(kz_context *c, int32_t tok) {
         kz_spec_end(c); /* the sampler left the drafts: drop what it did not take */
     }
     char e[384] = "";
-    int k = choose_k(sp);
+    /* no hidden to draft from (a state restored without the MTP cache): a plain step gives it */
+    int k = kz_seq_mtp_ready(c->seq) ? choose_k(sp) : 0;
     const int room = c->p.n_ctx - c->n_hist - 1; /* t and k drafts must fit */
     if (k > room) k = room;
     if (k > c->p.n_batch - 1) k = c->p.n_batch - 1; /* one chunk */

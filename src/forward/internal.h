@@ -85,6 +85,7 @@ struct kz_seq {
     float *mtp_h;           /* [n_embd] trunk hidden after the final norm at position n_past - 1 */
     float *hfin;            /* [B][n_embd] the chunk's final-normed hiddens (mtp_on) */
     float *mtp_cat;         /* [B][2 n_embd] eh_proj input, embedding half first */
+    int mtp_vocab;          /* 0: drafts use the whole LM head, else its first mtp_vocab rows */
     /* verify batch (kz_seq_verify_begin): per-token numerics identical to one-token steps, and
      * what kz_seq_verify_keep needs to keep only a prefix of it */
     int spec_rec;           /* the next forward chunk is a verify batch */

@@ -58,5 +58,17 @@ int32_t kz_seq_mtp_draft(kz_seq *s, const float *h, int32_t tok, int slot, float
     kz_add_rmsnorm(s->x, s->out, s->hn, t->ly.post_norm, E, hp->rms_eps);
     kz_ffn_layer(s, &t->ly, 1, NULL);
     kz_add_rmsnorm(s->x, s->out, h_out, t->head_norm, E, hp->rms_eps);
-    return (int32_t)mm_argmax(s, &t->head, h_out, logits, NULL);
+    kz_wmat head = t->head;
+    if (s->mtp_vocab > 0 && s->mtp_vocab < head.n_out) { /* a prefix of the rows: same data, fewer rows */
+        head.n_out = s->mtp_vocab;
+        if (head.n_q4_0_16x4 > head.n_out) head.n_q4_0_16x4 = head.n_out; /* whole 16-row groups */
+    }
+    return (int32_t)mm_argmax(s, &head, h_out, logits, NULL);
+}
+
+int kz_seq_mtp_set_vocab(kz_seq *s, int n) {
+    const int64_t V = s->m->mtp ? s->m->mtp->head.n_out : s->m->hp.n_vocab;
+    const int64_t r = n <= 0 ? 0 : ((int64_t)n + 63) / 64 * 64;
+    s->mtp_vocab = r >= V ? 0 : (int)r;
+    return s->mtp_vocab ? s->mtp_vocab : (int)V;
 }

@@ -271,15 +271,41 @@ void kz_seq_view_get(kz_seq *s, kz_seq_view *v) {
     v->ssm = s->ssm_state;
     v->n_conv = s->conv_per_layer * (size_t)hp->n_gdn_layers;
     v->n_ssm = s->ssm_per_layer * (size_t)hp->n_gdn_layers;
+    v->mtp_kv = s->m->mtp && s->mtp_on ? &s->kv[hp->n_attn_layers] : NULL;
+    v->mtp_h = v->mtp_kv ? s->mtp_h : NULL;
+    v->mtp_ready = kz_seq_mtp_ready(s);
+}
+
+int kz_seq_mtp_ready(const kz_seq *s) {
+    return s && s->m->mtp && s->mtp_on && s->n_past > 0 && s->mtp_n == s->n_past - 1;
+}
+
+int kz_seq_rewind(kz_seq *s, int n_past, const float *mtp_h) {
+    if (!s || n_past < 0 || n_past > s->n_past) return -1;
+    s->n_past = n_past;
+    s->logits_argmax = -1;
+    s->rec_valid = 0;
+    s->mtp_n = n_past ? -1 : 0;
+    if (mtp_h && n_past && s->m->mtp && s->mtp_on) {
+        memcpy(s->mtp_h, mtp_h, (size_t)s->m->hp.n_embd * sizeof(float));
+        s->mtp_n = n_past - 1;
+    }
+    return 0;
+}
+
+int kz_seq_mtp_restore(kz_seq *s) {
+    if (!s || !s->m->mtp || !s->mtp_on) return -1;
+    s->mtp_n = s->n_past - 1;
+    return 0;
 }
 
 int kz_seq_set_n_past(kz_seq *s, int n_past) {
     if (!s || n_past < 0 || n_past > s->n_ctx) return -1;
     s->n_past = n_past;
     s->logits_argmax = -1; /* state restored or rewound: the last logits are not ours */
-    /* the MTP KV and hidden are not part of a saved state: drafting restarts from an empty MTP
-     * context (drafts are only proposals; the verify keeps the output exact) */
-    s->mtp_n = 0;
+    /* the MTP KV and hidden are unknown until kz_seq_mtp_restore: cleared, and no draft until a
+     * forward gives the hidden (mtp_n -1); drafts are only proposals, the output stays exact */
+    s->mtp_n = n_past ? -1 : 0;
     s->rec_valid = 0;
     if (s->mtp_h) memset(s->mtp_h, 0, (size_t)s->m->hp.n_embd * sizeof(float));
     if (s->mtp_on && n_past) kz_seq_mtp_kv_clear(s, n_past);

@@ -24,10 +24,25 @@ typedef struct {
     kz_kv_layer *kv;            /* [n_kv_layers]; rows [0, n_past) hold the cached tokens */
     float *conv, *ssm;          /* every GDN layer's conv / recurrent state, contiguous */
     size_t n_conv, n_ssm;       /* floats */
+    /* the MTP draft cache (NULL when the model has no block or it is off): KV slots
+     * [0, n_past - 1) and the trunk hidden at n_past - 1; mtp_ready when they match the
+     * sequence (not after a restore without them: kz_seq_mtp_restore) */
+    kz_kv_layer *mtp_kv;
+    float *mtp_h;               /* [n_embd] */
+    int mtp_ready;
 } kz_seq_view;
 void kz_seq_view_get(kz_seq *s, kz_seq_view *v);
-/* Position after the state buffers were filled from a saved state; -1 unless 0 <= n <= n_ctx. */
+/* Position after the state buffers were filled from a saved state; -1 unless 0 <= n <= n_ctx.
+ * The MTP draft cache is cleared (drafting waits for the next forward to give the hidden). */
 int kz_seq_set_n_past(kz_seq *s, int n_past);
+/* After kz_seq_set_n_past: the view's mtp_kv slots [0, n_past - 1) and mtp_h were restored
+ * too, so drafting continues as if the sequence had never left. 0, or -1 (MTP off). */
+int kz_seq_mtp_restore(kz_seq *s);
+/* Back to the first n_past (<= n_past now) tokens after the caller restored their GDN state (a
+ * conversation checkpoint): KV rows and the MTP cache slots before it are this sequence's own
+ * and stay; mtp_h: the trunk hidden at n_past - 1 saved with the checkpoint, or NULL (drafting
+ * then waits for the next forward). 0, or -1 on a bad n_past. */
+int kz_seq_rewind(kz_seq *s, int n_past, const float *mtp_h);
 /* Memory budget: the bytes kz_seq_new allocates for these parameters (n_threads: the pool
  * size), without allocating. 0, or -1 on a bad parameter or an overflow. */
 typedef struct {
@@ -96,11 +111,17 @@ int kz_seq_has_mtp(const kz_seq *s);
 int kz_seq_mtp_enable(kz_seq *s, int on);
 /* the trunk's final-normed hidden at position n_past - 1 (NULL before any token / MTP off) */
 const float *kz_seq_mtp_hidden(const kz_seq *s);
+/* 1 when a draft can start now: MTP on, and the hidden at n_past - 1 is known (not right after
+ * a restore without the MTP cache, until the next forward) */
+int kz_seq_mtp_ready(const kz_seq *s);
 /* One draft step: the MTP block on (hidden h, token tok) at KV slot `slot` (rope slot + 1);
  * the first draft after n_past tokens uses slot n_past - 1 and kz_seq_mtp_hidden, a chained
  * one the previous step's h_out and slot + 1. Writes n_vocab logits (may be NULL) and h_out
  * (n_embd), returns the argmax. Draft slots beyond n_past - 1 are overwritten by the next fill. */
 int32_t kz_seq_mtp_draft(kz_seq *s, const float *h, int32_t tok, int slot, float *logits, float *h_out);
+/* Draft steps use only the LM head rows of token ids [0, n) (n rounded up to 64; 0 or >= n_vocab:
+ * all): their logits then have that many entries. Returns the rows used. */
+int kz_seq_mtp_set_vocab(kz_seq *s, int n);
 /* The next kz_forward (n <= KZ_SPEC_NMAX tokens, one chunk) is a verify batch: every row's
  * logits equal those of one-token steps bit for bit, and kz_seq_verify_keep can then drop
  * its tail. 0, or -1 (out of memory for the record: message in err). */

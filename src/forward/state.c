@@ -1,17 +1,21 @@
 /* Saved sequence state images (see state.h).
  *
- * Format version 1, host byte order (an endianness tag refuses a file from the other order):
- *   0   magic "KZSTATE\0"            8   u32 version (1)          12  u32 tag 0x01020304
+ * Format version 2 (version 1 is the same without the MTP section; both are read), host byte
+ * order (an endianness tag refuses a file from the other order):
+ *   0   magic "KZSTATE\0"            8   u32 version (2)          12  u32 tag 0x01020304
  *   16  u64 model fingerprint        24  char arch[16]
  *   40  u32 n_layer  44 u32 n_embd  48 u32 n_vocab  52 u32 kv_type  56 u32 n_attn_layers
  *   60  u32 n_head_kv  64 u32 head_dim  68 u32 n_gdn_layers  72 u64 conv floats  80 u64 ssm floats
- *   88  u32 n_past   92 u32 flags (1: logits saved, 2: checksummed)   96 u64 total image bytes
- *   104 u64 KV row bytes             112 reserved (16 zero bytes)
+ *   88  u32 n_past   92 u32 flags (1: logits saved, 2: checksummed, 4: MTP cache saved)
+ *   96  u64 total image bytes        104 u64 KV row bytes
+ *   112 u32 MTP KV rows (n_past - 1 with flag 4, else 0)   116 reserved (12 zero bytes)
  *   128 payload: i32 tokens[n_past]; f32 logits[n_vocab] if flag 1; per attention layer the
  *       K rows then the V rows [n_head_kv][n_past] (KV type's row bytes each); f32 conv
- *       states; f32 recurrent states
+ *       states; f32 recurrent states; if flag 4 the MTP block's K then V rows
+ *       [n_head_kv][n_past - 1] and f32 hidden[n_embd] (the trunk's, at n_past - 1)
  *   end u64 hash of every byte before it (0 when not checksummed)
- * The n_* fields repeat what the fingerprint covers so a mismatch can be explained. */
+ * The n_* fields repeat what the fingerprint covers so a mismatch can be explained. An image
+ * without the MTP section loads into a context that drafts: its draft cache starts empty. */
 #include <string.h>
 #include "forward/state.h"
 #include "sys/err.h"
@@ -19,6 +23,7 @@
 #define HDR 128
 #define F_LOGITS 1u
 #define F_CHECKSUM 2u
+#define F_MTP 4u
 #define ENDIAN_TAG 0x01020304u
 static const char MAGIC[8] = {'K', 'Z', 'S', 'T', 'A', 'T', 'E', 0};
 
@@ -96,21 +101,24 @@ static int madd(size_t *a, size_t b, size_t c) {
     return 1;
 }
 
-/* image bytes for n_past tokens; 0 on overflow */
-static size_t image_bytes(const kz_model *m, const kz_seq_view *v, size_t n_past, int with_logits) {
+/* image bytes for n_past tokens; 0 on overflow. with_mtp: the MTP section (v->mtp_kv set) */
+static size_t image_bytes(const kz_model *m, const kz_seq_view *v, size_t n_past, int with_logits, int with_mtp) {
     size_t n = HDR + 8;
     const size_t rb = v->n_kv_layers ? kz_kv_row_bytes(&v->kv[0]) : 0;
     const size_t hkv = v->n_kv_layers ? (size_t)v->kv[0].n_head_kv : 0;
     int ok = madd(&n, n_past, 4) && (!with_logits || madd(&n, (size_t)m->hp.n_vocab, 4)) &&
              madd(&n, (size_t)v->n_kv_layers * 2 * hkv, n_past * rb) && madd(&n, v->n_conv, 4) &&
              madd(&n, v->n_ssm, 4);
+    if (ok && with_mtp)
+        ok = n_past >= 1 && madd(&n, 2 * (size_t)v->mtp_kv->n_head_kv, (n_past - 1) * kz_kv_row_bytes(v->mtp_kv)) &&
+             madd(&n, (size_t)m->hp.n_embd, 4);
     return ok ? n : 0;
 }
 
 size_t kz_state_image_size(const kz_model *m, kz_seq *s, int with_logits) {
     kz_seq_view v;
     kz_seq_view_get(s, &v);
-    return image_bytes(m, &v, (size_t)v.n_past, with_logits);
+    return image_bytes(m, &v, (size_t)v.n_past, with_logits, v.mtp_ready);
 }
 
 /* ---- write ---- */
@@ -143,7 +151,8 @@ size_t kz_state_image_write(const kz_model *m, kz_seq *s, const int32_t *hist, c
                             void *buf, size_t cap, FILE *f, char *err, size_t errlen) {
     kz_seq_view v;
     kz_seq_view_get(s, &v);
-    const size_t total = image_bytes(m, &v, (size_t)v.n_past, logits != NULL);
+    const int with_mtp = v.mtp_ready;
+    const size_t total = image_bytes(m, &v, (size_t)v.n_past, logits != NULL, with_mtp);
     if (!total) { kz_seterr(err, errlen, "state of %d tokens is too large to save", v.n_past); return 0; }
     if (!f && (!buf || cap < total)) {
         kz_seterr(err, errlen, "state buffer too small: %zu bytes, the state needs %zu", cap, total);
@@ -169,9 +178,10 @@ size_t kz_state_image_write(const kz_model *m, kz_seq *s, const int32_t *hist, c
     wr64(h, 72, v.n_conv);
     wr64(h, 80, v.n_ssm);
     wr32(h, 88, (uint32_t)v.n_past);
-    wr32(h, 92, (logits ? F_LOGITS : 0) | (checksum ? F_CHECKSUM : 0));
+    wr32(h, 92, (logits ? F_LOGITS : 0) | (checksum ? F_CHECKSUM : 0) | (with_mtp ? F_MTP : 0));
     wr64(h, 96, total);
     wr64(h, 104, v.n_kv_layers ? kz_kv_row_bytes(&v.kv[0]) : 0);
+    wr32(h, 112, with_mtp ? (uint32_t)(v.n_past - 1) : 0);
     sink k = {buf, f, 0, {0, {0}, 0}, 0};
     h_init(&k.hs);
     put(&k, h, HDR);
@@ -183,6 +193,12 @@ size_t kz_state_image_write(const kz_model *m, kz_seq *s, const int32_t *hist, c
                 put(&k, kz_kv_row(&v.kv[i], which, g, 0), (size_t)v.n_past * kz_kv_row_bytes(&v.kv[i]));
     put(&k, v.conv, v.n_conv * 4);
     put(&k, v.ssm, v.n_ssm * 4);
+    if (with_mtp) {
+        for (int which = 0; which < 2; which++)
+            for (int g = 0; g < v.mtp_kv->n_head_kv; g++)
+                put(&k, kz_kv_row(v.mtp_kv, which, g, 0), (size_t)(v.n_past - 1) * kz_kv_row_bytes(v.mtp_kv));
+        put(&k, v.mtp_h, (size_t)hp->n_embd * 4);
+    }
     uint64_t hash = checksum ? h_final(&k.hs) : 0;
     put(&k, &hash, 8);
     if (k.failed) { kz_seterr(err, errlen, "cannot write the state (disk full?)"); return 0; }
@@ -208,8 +224,8 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
         return -1;
     }
     const uint32_t ver = rd32(b, 8);
-    if (ver != KZ_STATE_VERSION) {
-        kz_seterr(err, errlen, "state file format version %u is not supported (this build reads version %d)", ver,
+    if (ver != 1 && ver != KZ_STATE_VERSION) {
+        kz_seterr(err, errlen, "state file format version %u is not supported (this build reads versions 1 to %d)", ver,
                   KZ_STATE_VERSION);
         return -1;
     }
@@ -224,7 +240,7 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
         return -1;
     }
     const uint32_t flags = rd32(b, 92);
-    if (flags & ~(F_LOGITS | F_CHECKSUM)) {
+    if (flags & ~(F_LOGITS | F_CHECKSUM | F_MTP) || (ver < 2 && (flags & F_MTP))) {
         kz_seterr(err, errlen, "state file has unknown flags 0x%x (corrupt or from a newer version)", flags);
         return -1;
     }
@@ -269,10 +285,17 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
         return -1;
     }
     /* same fingerprint, so these can only differ in a forged or damaged unchecksummed image */
-    const int has_logits = (flags & F_LOGITS) != 0;
+    const int has_logits = (flags & F_LOGITS) != 0, has_mtp = (flags & F_MTP) != 0;
+    /* the MTP section's sizes are the block's KV layer's, also when this context does not draft */
+    kz_seq_view vm = v;
+    kz_kv_layer mtp_shape;
+    if (has_mtp && !vm.mtp_kv && m->mtp && v.n_kv_layers) {
+        mtp_shape = v.kv[0];
+        vm.mtp_kv = &mtp_shape;
+    }
     if (rd32(b, 56) != (uint32_t)v.n_kv_layers || rd64(b, 72) != v.n_conv || rd64(b, 80) != v.n_ssm ||
-        rd64(b, 104) != (v.n_kv_layers ? kz_kv_row_bytes(&v.kv[0]) : 0) ||
-        image_bytes(m, &v, n_past, has_logits) != len) {
+        rd64(b, 104) != (v.n_kv_layers ? kz_kv_row_bytes(&v.kv[0]) : 0) || (has_mtp && (!vm.mtp_kv || n_past < 1)) ||
+        rd32(b, 112) != (has_mtp ? n_past - 1 : 0) || image_bytes(m, &vm, n_past, has_logits, has_mtp) != len) {
         kz_seterr(err, errlen, "state file is corrupt (its sizes do not match the model)");
         return -1;
     }
@@ -302,7 +325,18 @@ int kz_state_image_read(const kz_model *m, kz_seq *s, const void *buf, size_t le
     if (v.n_conv) memcpy(v.conv, p, v.n_conv * 4);
     p += v.n_conv * 4;
     if (v.n_ssm) memcpy(v.ssm, p, v.n_ssm * 4);
-    kz_seq_set_n_past(s, (int)n_past);
+    p += v.n_ssm * 4;
+    kz_seq_set_n_past(s, (int)n_past); /* clears the MTP cache: an image without it starts it empty */
+    if (has_mtp && v.mtp_kv) { /* a context that does not draft ignores it */
+        for (int which = 0; which < 2; which++)
+            for (int g = 0; g < v.mtp_kv->n_head_kv; g++) {
+                const size_t nb = (size_t)(n_past - 1) * kz_kv_row_bytes(v.mtp_kv);
+                memcpy(kz_kv_row(v.mtp_kv, which, g, 0), p, nb);
+                p += nb;
+            }
+        memcpy(v.mtp_h, p, (size_t)hp->n_embd * 4);
+        kz_seq_mtp_restore(s);
+    }
     if (info) {
         info->n_past = (int)n_past;
         info->has_logits = has_logits && logits != NULL;

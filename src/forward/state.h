@@ -1,7 +1,7 @@
 /* Saved sequence state ("prompt state"): a versioned binary image of everything a sequence
  * needs to continue exactly where it was (token history, KV rows [0, n_past), GDN conv and
- * recurrent states, position, optionally the last logits), tied to the model by a
- * fingerprint. Format (little-endian, version 1) in state.c. */
+ * recurrent states, position, optionally the last logits, the MTP draft cache when it is
+ * filled), tied to the model by a fingerprint. Format (host byte order, version 2) in state.c. */
 #ifndef KZ_STATE_H
 #define KZ_STATE_H
 #include <stddef.h>
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include "forward/seq.h"
 
-#define KZ_STATE_VERSION 1
+#define KZ_STATE_VERSION 2 /* 2: + the MTP draft cache; version 1 images still load */
 
 /* 64-bit hash of what makes two GGUF models interchangeable for a saved state: arch,
  * hparams, tensor count, and every tensor's name, shape and type (not the weights). */
