@@ -160,10 +160,7 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
             kz_seterr(err, errlen, "verify batch of %d tokens (at most %d and n_batch %d)", n, KZ_SPEC_NMAX, s->n_batch);
             return -1;
         }
-        const kz_hparams *hp = &m->hp;
-        if (hp->n_gdn_layers)
-            memcpy(s->rec_state, s->conv_state,
-                   (s->conv_per_layer + s->ssm_per_layer) * (size_t)hp->n_gdn_layers * sizeof(float));
+        /* the GDN state before it goes to s->rec_state as the batch updates it (gdn_layer.c) */
         s->rec_p0 = s->n_past;
         s->rec_n = n;
         s->rec_mtp_n = s->mtp_n;
