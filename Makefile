@@ -243,3 +243,8 @@ build/kz-icount.so: tools/qemu-icount/icount.c
 	@mkdir -p build
 	gcc -std=c11 -Wall -Wextra -O2 -shared -fPIC -fvisibility=hidden -o $@ $<
 .PHONY: icount-plugin
+
+# issue 25 (speculative verify cost): the AArch64 thin K-quant gemms need SDOT like dotprod.c
+ifneq ($(findstring aarch64,$(shell $(CC) -dumpmachine)),)
+$(BUILD)/obj/src/matmul/arm/thin.o: CFLAGS += -march=armv8.2-a+dotprod
+endif

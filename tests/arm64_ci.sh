@@ -88,6 +88,8 @@ run test_simd-max max KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 run test_ops-max max -- "$BUILD/test_ops"
 # the GDN decode step of every NEON level = the plain one bit for bit; chunkwise vs recurrent
 run test_gdn_chunk-max max -- "$BUILD/test_gdn_chunk"
+# thin GEMMs (a verify's 2-4 tokens): every token's row = its one-token product, every level
+run test_thin-max max KZ_TEST_SMALL=1 -- "$BUILD/test_thin"
 for isa in neon dotprod i8mm; do  # MTP verify batches = plain decoding, bit for bit (issue 25)
   run "test_mtp-$isa" max KZ_ISA=$isa KZ_TEST_SMALL=1 -- "$BUILD/test_mtp"
 done

@@ -31,9 +31,9 @@ static void norm_fn(void *arg, int ith, int nth) {
     }
 }
 
-/* A one-row norm handed to the dispatch of the matmul group that reads its output (kz_mm_pre:
- * the caller runs it there while the other threads prefetch their first weights, instead of
- * alone before the dispatch while they wait; with no other threads it simply runs first) */
+/* A norm of a few rows handed to the dispatch of the matmul group that reads its output
+ * (kz_mm_pre: the caller runs it there while the other threads prefetch their first weights,
+ * instead of alone before the dispatch while they wait; with no other threads it runs first) */
 typedef struct {
     kz_seq *s;
     norm_task t;
@@ -45,14 +45,15 @@ static void norm_pre_fn(void *arg) {
     prof(p->s, KZ_PROF_NORM);
 }
 
-/* dst = rmsnorm(src += add (when add is not NULL)) for rows of n floats. One row is returned
- * as np->pre for the next matmul group to run; several run here, on the pool (NULL returned).
+/* dst = rmsnorm(src += add (when add is not NULL)) for rows of n floats. Up to KZ_MM_PRE_ROWS
+ * rows (a decode step, a verify batch) are returned as np->pre for the next matmul group to run;
+ * more run here, on the pool (NULL returned).
  * A cancelled chunk skips it: its outputs are dropped. */
 static const kz_mm_pre *norm(kz_seq *s, norm_pre *np, float *src, const float *add, float *dst,
                              const float *w, int n, int rows) {
     *np = (norm_pre){s, {src, add, dst, w, n, rows, s->m->hp.rms_eps}, {norm_pre_fn, np}};
     if (seq_aborted(s)) return NULL;
-    if (rows == 1) return &np->pre;
+    if (rows <= KZ_MM_PRE_ROWS) return &np->pre;
     run_task(s, norm_fn, &np->t);
     prof(s, KZ_PROF_NORM);
     return NULL;
@@ -82,10 +83,12 @@ static void lm_head(kz_seq *s, int n, int lrow0, float *lout) {
     norm_pre np;
     const kz_mm_pre *pre = norm(s, &np, s->x + (size_t)lrow0 * E, m->hp.n_layer > 0 ? s->out + (size_t)lrow0 * E : NULL,
                                 s->hn, m->output_norm, E, nr);
-    if (nr == 1 && !seq_aborted(s))
+    if (nr == 1 && !seq_aborted(s)) {
         s->logits_argmax = mm_argmax(s, &m->output, s->hn, lout, pre);
-    else
+    } else {
+        if (pre) pre->fn(pre->arg);
         mm(s, &m->output, s->hn, nr, lout, (size_t)m->hp.n_vocab);
+    }
     prof(s, KZ_PROF_HEAD);
 }
 
@@ -160,10 +163,7 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
             kz_seterr(err, errlen, "verify batch of %d tokens (at most %d and n_batch %d)", n, KZ_SPEC_NMAX, s->n_batch);
             return -1;
         }
-        const kz_hparams *hp = &m->hp;
-        if (hp->n_gdn_layers)
-            memcpy(s->rec_state, s->conv_state,
-                   (s->conv_per_layer + s->ssm_per_layer) * (size_t)hp->n_gdn_layers * sizeof(float));
+        /* the GDN state before it goes to s->rec_state as the batch updates it (gdn_layer.c) */
         s->rec_p0 = s->n_past;
         s->rec_n = n;
         s->rec_mtp_n = s->mtp_n;

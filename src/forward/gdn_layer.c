@@ -3,6 +3,7 @@
  * the gated RMSNorm, the output projection. Buffers: s->gdn (internal.h). */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 #include "forward/internal.h"
 #include "forward/mm.h"
 #include "nn/gdn.h"
@@ -12,6 +13,10 @@ typedef struct {
     kz_seq *s;
     const kz_layer *ly;
     float *conv_state, *ssm_state;
+    /* a verify batch: where this layer's state before the batch goes (verify.c), copied per conv
+     * unit and value head just before they are updated (cache-hot, on every thread) instead of
+     * in one single-threaded copy of the whole state; NULL otherwise */
+    float *snap_conv, *snap_ssm;
     int n;
     int n_runs; /* work items (conv units, value heads) in one run per thread */
     kz_run run[KZ_RUNS_MAX];
@@ -30,6 +35,10 @@ static void gdn_in_units(const gdn_task *a, long lo, long hi) {
     const long qk = 2L * hk;
     const long c0 = lo <= qk ? lo * dk : qk * dk + (lo - qk) * dv;
     const long c1 = hi <= qk ? hi * dk : qk * dk + (hi - qk) * dv;
+    if (a->snap_conv) {
+        const size_t K1 = (size_t)hp->ssm_d_conv - 1;
+        memcpy(a->snap_conv + (size_t)c0 * K1, a->conv_state + (size_t)c0 * K1, (size_t)(c1 - c0) * K1 * sizeof(float));
+    }
     kz_gdn_conv((int)c0, (int)c1, a->n, hp->ssm_d_conv, b->qkv, b->ld_qkv, b->conv, b->ld_qkv, a->ly->conv1d,
                 a->conv_state);
     const float qs = 1.0f / sqrtf((float)dk);
@@ -80,6 +89,10 @@ static void gdn_core_head(const gdn_task *a, int ith, int j) {
     const kz_gdn_bufs *b = &a->s->gdn;
     const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
     const float *q = b->conv, *k = q + hp->ssm_key_dim, *v = k + hp->ssm_key_dim;
+    if (a->snap_ssm) {
+        const size_t hs = (size_t)sh.dv * (size_t)sh.dk;
+        memcpy(a->snap_ssm + (size_t)j * hs, a->ssm_state + (size_t)j * hs, hs * sizeof(float));
+    }
     if (a->n >= 2 && !a->s->spec_rec) /* a verify batch steps token by token, as decode does */
         kz_gdn_chunked(&sh, a->n, q, k, v, b->ld_qkv, b->alpha, b->beta, b->ld_gate, a->ssm_state, b->core, b->ld_z,
                        j, j + 1, b->chunk_scr + (size_t)ith * b->chunk_scr_floats);
@@ -127,6 +140,11 @@ void kz_gdn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
     gdn_task gt = {.s = s, .ly = ly, .in_units = 2L * hp->ssm_n_k_heads + Hv,
                    .conv_state = s->conv_state + (size_t)ly->state_idx * s->conv_per_layer,
                    .ssm_state = s->ssm_state + (size_t)ly->state_idx * s->ssm_per_layer, .n = n};
+    if (s->spec_rec) {
+        gt.snap_conv = s->rec_state + (size_t)ly->state_idx * s->conv_per_layer;
+        gt.snap_ssm = s->rec_state + s->conv_per_layer * (size_t)hp->n_gdn_layers +
+                      (size_t)ly->state_idx * s->ssm_per_layer;
+    }
     const kz_wmat *w[] = {&ly->wqkv, &ly->wgate, &ly->wbeta, &ly->walpha};
     float *y[] = {b->qkv, b->z, b->beta, b->alpha};
     const size_t ld[] = {b->ld_qkv, b->ld_z, b->ld_gate, b->ld_gate};
@@ -134,7 +152,8 @@ void kz_gdn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
     prof(s, KZ_PROF_GDN_PROJ);
 
     gdn_runs_set(&gt, gt.in_units, kz_pool_size(s->pool));
-    if (n == 1) { /* conv + q/k norms + gates, then delta rule + gated norm, one dispatch */
+    if (n == 1 || s->spec_rec) { /* conv + q/k norms + gates, then delta rule + gated norm, one dispatch
+                                  * (a verify batch: the recurrent form, as decode steps) */
         kz_runs_split(gt.run2, gt.n_runs, Hv);
         atomic_init(&gt.in_done.done, 0);
         run_task(s, gdn_step_fn, &gt);

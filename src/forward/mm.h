@@ -6,6 +6,9 @@
 #include "matmul/matmul.h"
 #include "nn/ops.h"
 
+/* rows up to which a norm is handed to the matmul dispatch that reads it (kz_mm.pre) */
+#define KZ_MM_PRE_ROWS 4
+
 /* y[t][0..n_out) (row stride ldy) = w x[t] for n tokens */
 static inline void mm(kz_seq *s, const kz_wmat *w, const float *x, int n, float *y, size_t ldy) {
     if (seq_aborted(s)) return;
@@ -15,7 +18,7 @@ static inline void mm(kz_seq *s, const kz_wmat *w, const float *x, int n, float 
 }
 
 /* nw matrices on the same input: X quantised once, one pool dispatch for all their rows; pre
- * (one token, else NULL): the norm that makes X, run inside that dispatch (kz_mm_pre) */
+ * (n <= KZ_MM_PRE_ROWS, else NULL): the norm that makes X, run inside that dispatch (kz_mm_pre) */
 static inline void mm_group(kz_seq *s, const kz_wmat *const *w, int nw, const float *x, int n, float *const *y,
                             const size_t *ldy, const kz_mm_pre *pre) {
     if (!pre && seq_aborted(s)) return;
@@ -24,12 +27,11 @@ static inline void mm_group(kz_seq *s, const kz_wmat *const *w, int nw, const fl
         pre = NULL;
         for (int i = 0; i < nw; i++) s->observe(s->observe_user, w[i], x, n);
     }
-    kz_mm a = {.nw = nw, .x = x, .n_tok = pre ? 1 : n, .pre = pre, .abort = pre ? NULL : s->chunk_abort,
-               .work = s->mm_work}; /* with pre: one token, rows of n_out */
+    kz_mm a = {.nw = nw, .x = x, .n_tok = n, .pre = pre, .abort = pre ? NULL : s->chunk_abort, .work = s->mm_work};
     for (int i = 0; i < nw; i++) {
         a.w[i] = w[i];
         a.y[i] = y[i];
-        a.ldy[i] = pre ? 0 : (int64_t)ldy[i];
+        a.ldy[i] = (int64_t)ldy[i];
     }
     kz_matmul(s->pool, &a);
 }

@@ -44,7 +44,7 @@ int kz_seq_verify_begin(kz_seq *s, char *err, size_t errlen) {
     if (!s->rec_qkv) {
         const size_t nl = (size_t)hp->n_gdn_layers, per = rec_layer_floats(hp);
         const size_t st = (s->conv_per_layer + s->ssm_per_layer) * nl;
-        s->rec_state = kz_alloc_huge((st ? st : 1) * sizeof(float)); /* copied whole per verify */
+        s->rec_state = kz_alloc_huge((st ? st : 1) * sizeof(float)); /* written per verify (gdn_layer.c) */
         s->rec_qkv = malloc((nl * per + (size_t)KZ_SPEC_NMAX * (size_t)hp->n_embd) * sizeof(float));
         if (!s->rec_state || !s->rec_qkv) {
             free(s->rec_state);

@@ -62,6 +62,9 @@ KZ_ISA_B32(neon) KZ_ISA_K(neon) KZ_ISA_K2(neon)
 /* arm/dotprod.c (+dotprod): SDOT integer dots, and the q4_0_16x4 gemm */
 KZ_ISA_B32(dotprod) KZ_ISA_K(dotprod) KZ_ISA_K2(dotprod)
 KZ_ISA_GEMM_16X4(kz_dotprod_gemm_q4_0_16x4)
+/* arm/thin.c (+dotprod): the K-quant gemms of 2-4 tokens (codes unpacked once for all of them;
+ * other token counts: dotprod's gemm) */
+KZ_ISA_GEMM(dotprod_thin, q4_K) KZ_ISA_GEMM(dotprod_thin, q5_K) KZ_ISA_GEMM(dotprod_thin, q6_K)
 /* arm/i8mm.c (+dotprod+i8mm): SMMLA 2x2 tiles for the gemms (GEMV and leftovers: dotprod's) */
 KZ_ISA_GEMM(i8mm, q8_0) KZ_ISA_GEMM(i8mm, q4_0) KZ_ISA_GEMM(i8mm, q4_1) KZ_ISA_GEMM(i8mm, q5_0)
 KZ_ISA_GEMM(i8mm, q5_1) KZ_ISA_GEMM(i8mm, iq4_nl) KZ_ISA_GEMM(i8mm, q4_K) KZ_ISA_GEMM(i8mm, q5_K)

@@ -32,6 +32,9 @@
  * per-(token, block) activation sums once per call and reuse them over every 16-row group of
  * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2) */
 #define MM_RB_LANE 256
+/* up to this many tokens (a decode step, a speculative verify's thin batch) X is quantised and
+ * kz_mm.pre run inside the dispatch, as for one token, instead of by the caller before it */
+#define MM_THIN 4
 
 /* after a one-token Q8_0 activation row: its per-block terms for the packed GEMV (kz_gemv_q4_0_16x4),
  * 64-byte aligned */
@@ -155,7 +158,7 @@ typedef struct {
     int64_t cu[KZ_MM_MAX];       /* units per chunk */
     int64_t ccum[KZ_MM_MAX + 1]; /* cumulative chunk counts */
     int n_runs;
-    int act_in_dispatch;                 /* one token: X quantised at the start of the dispatch (else before it) */
+    int act_in_dispatch;         /* <= MM_THIN tokens: X quantised at the start of the dispatch (else before) */
     int64_t act_total;          /* quantisation chunks of all quantising matrices */
     int argmax;                  /* kz_mm.argmax: threads track the first maximum of the rows they write */
     _Atomic uint64_t best;       /* the largest argmax_key of any thread, 0: no element above -inf yet */
@@ -213,18 +216,19 @@ static void do_chunks(const mm_multi *mt, int64_t c0, int64_t c1, uint64_t *best
 static void quant_act_range(const mm_multi *mt, int64_t lo, int64_t hi) {
     for (int i = 0; i < mt->n && lo < hi; i++) {
         const mm_task *t = &mt->t[i];
-        if (!t->n_chunk) continue;
-        if (lo >= t->n_chunk) {
-            lo -= t->n_chunk, hi -= t->n_chunk;
+        const int64_t nc = t->n_chunk * t->n_tok; /* chunks of all its rows */
+        if (!nc) continue;
+        if (lo >= nc) {
+            lo -= nc, hi -= nc;
             continue;
         }
-        const int64_t e = hi < t->n_chunk ? hi : t->n_chunk;
+        const int64_t e = hi < nc ? hi : nc;
         quant_act_chunks(t, lo, e);
         if (t->aux_need) {
             const int64_t e0 = lo * ACT_CHUNK, e1 = e * ACT_CHUNK < t->w->n_in ? e * ACT_CHUNK : t->w->n_in;
             t->gv.prep(t->act + (size_t)(e0 / t->at->blck) * t->at->bytes, e1 - e0, t->aux_room + e0 / 32);
         }
-        lo = 0, hi -= t->n_chunk;
+        lo = 0, hi -= nc;
     }
 }
 
@@ -427,17 +431,17 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
         mt.ccum[mt.n + 1] = mt.ccum[mt.n] + (nu + cu - 1) / cu;
         mt.n++;
     }
-    mt.act_in_dispatch = mt.n && n_act && n_tok == 1 && nth > 1;
+    mt.act_in_dispatch = mt.n && n_act && n_tok <= MM_THIN && nth > 1;
     if (!mt.act_in_dispatch && pre) { /* no quantisation in the dispatch: pre first */
         pre->fn(pre->arg);
         pre = NULL;
     }
     if (!mt.n) return 0;
     if (mt.act_in_dispatch) {
-        /* one token: the threads quantise X at the start of the dispatch, each its own even
+        /* <= MM_THIN tokens: the threads quantise X at the start of the dispatch, each its own even
          * share first (after a parallel step split the same way, the part it wrote itself),
          * instead of the caller alone before it while the others wait */
-        for (int i = 0; i < mt.n; i++) mt.act_total += mt.t[i].n_chunk;
+        for (int i = 0; i < mt.n; i++) mt.act_total += mt.t[i].n_chunk * n_tok;
         mt.pre = pre;
         atomic_init(&mt.pre_done, 0);
         kz_runs_split(mt.act_run, nth < KZ_RUNS_MAX ? nth : KZ_RUNS_MAX, (long)mt.act_total);

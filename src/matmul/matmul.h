@@ -24,9 +24,10 @@ typedef struct {
     const char *name; /* its GGUF tensor name (owned by the model's file), for observers; may be NULL */
 } kz_wmat;
 
-/* A step that makes X, run by the calling thread at the start of a one-token dispatch (a decode
- * step's RMSNorm): the other threads prefetch their first weights meanwhile instead of waiting
- * for it outside the dispatch. Where the dispatch quantises no X, fn just runs first. */
+/* A step that makes X, run by the calling thread at the start of a dispatch of up to 4 tokens (a
+ * decode step's or a speculative verify's RMSNorm): the other threads prefetch their first
+ * weights meanwhile instead of waiting for it outside the dispatch. Where the dispatch quantises
+ * no X, fn just runs first. */
 typedef struct {
     void (*fn)(void *arg);
     void *arg;
@@ -49,7 +50,7 @@ typedef struct {
         float *gate;
         const float *up;
     } swiglu;
-    const kz_mm_pre *pre;     /* one token only: run at the start of the dispatch */
+    const kz_mm_pre *pre;     /* n_tok <= 4 only: run at the start of the dispatch */
     int64_t *argmax;          /* one token, one matrix: kz_argmax(y[0], n_out), found by each thread
                                * over the rows it has just written (first maximum, NaN never wins,
                                * 0 when no element is above -inf) */

@@ -43,34 +43,38 @@ static inline uint16_t ld16(const uint8_t *p) {
 /* y[t * ldy + r] for r < nr, t < nt (the kz_gemm_fn contract, blocks of 32 elements): rows outer
  * in tiles of 4, so 4 weight rows stay in L1 while the caller's token block streams by; tokens
  * in tiles of 4 through TILE(ty, nb, wp, ap, out, ldo), which writes token t's 4 results to
- * out + t * ldo; the last nt % 4 tokens one at a time through GEMV (a KZ_TILE_GEMV function). */
+ * out + t * ldo. A last 2 or 3 tokens (a speculative verify's thin batch) go through the same
+ * tile with the last token repeated (extra lanes dropped): each weight block is decoded once
+ * for all of them instead of once per token; a last single token goes through GEMV (a
+ * KZ_TILE_GEMV function). */
 #define KZ_TILE_GEMM_4X4(ATTR, NAME, TILE, GEMV)                                                   \
     ATTR static inline __attribute__((always_inline)) void NAME(const int ty, int64_t n, const uint8_t *w, \
                                                                 size_t ws, int64_t nr, const uint8_t *a, size_t as, \
                                                                 int64_t nt, float *y, int64_t ldy) { \
         const int64_t nb = n / 32;                                                                 \
-        int64_t t_done = 0;                                                                        \
-        if (nt >= 4) {                                                                             \
+        const int64_t t_tiled = nt % 4 == 1 ? nt - 1 : nt;                                         \
+        if (t_tiled >= 2) {                                                                        \
             for (int64_t r0 = 0; r0 < nr; r0 += 4) {                                               \
                 const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;                                   \
                 const uint8_t *wp[4];                                                              \
                 for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws; \
-                for (int64_t t0 = 0; t0 + 4 <= nt; t0 += 4) {                                      \
+                for (int64_t t0 = 0; t0 < t_tiled; t0 += 4) {                                      \
+                    const int tv = t_tiled - t0 < 4 ? (int)(t_tiled - t0) : 4;                     \
                     const uint8_t *ap[4];                                                          \
-                    for (int t = 0; t < 4; t++) ap[t] = a + (size_t)(t0 + t) * as;                 \
+                    for (int t = 0; t < 4; t++) ap[t] = a + (size_t)(t0 + (t < tv ? t : tv - 1)) * as; \
                     float buf[16];                                                                 \
-                    if (nv == 4) {                                                                 \
+                    if (nv == 4 && tv == 4) {                                                      \
                         TILE(ty, nb, wp, ap, y + t0 * ldy + r0, ldy);                              \
                     } else {                                                                       \
                         TILE(ty, nb, wp, ap, buf, 4);                                              \
-                        for (int t = 0; t < 4; t++)                                                \
+                        for (int t = 0; t < tv; t++)                                               \
                             for (int r = 0; r < nv; r++) y[(t0 + t) * ldy + r0 + r] = buf[t * 4 + r]; \
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
-            t_done = nt - nt % 4;                                                                  \
         }                                                                                          \
-        for (int64_t t = t_done; t < nt; t++) GEMV(ty, nb, w, ws, nr, a + (size_t)t * as, y + t * ldy); \
+        for (int64_t t = t_tiled > 0 ? t_tiled : 0; t < nt; t++)                                   \
+            GEMV(ty, nb, w, ws, nr, a + (size_t)t * as, y + t * ldy);                              \
     }
 
 /* The float gemms (any n): rows in tiles of 4, tokens in pairs, FTILE(k, 4, nt, n, wp, ap, out)

@@ -79,7 +79,8 @@
     DOT_GEMM(dotprod, Q4_1, q4_1), DOT_GEMM(dotprod, Q5_0, q5_0), DOT_GEMM(dotprod, Q5_1, q5_1),  \
     DOT_GEMM(dotprod, IQ4_NL, iq4_nl),                                                            \
     DOT_GEMM(dotprod, Q4_K, q4_K), DOT_GEMM(dotprod, Q5_K, q5_K), DOT_GEMM(dotprod, Q6_K, q6_K),  \
-    DOT_GEMM(dotprod, Q2_K, q2_K), DOT_GEMM(dotprod, Q3_K, q3_K), DOT_GEMM(dotprod, IQ4_XS, iq4_xs)
+    DOT_GEMM(dotprod, Q2_K, q2_K), DOT_GEMM(dotprod, Q3_K, q3_K), DOT_GEMM(dotprod, IQ4_XS, iq4_xs), \
+    GEMM(dotprod_thin, Q4_K, q4_K), GEMM(dotprod_thin, Q5_K, q5_K), GEMM(dotprod_thin, Q6_K, q6_K)
 /* SMMLA 2x2 tiles for the gemms (one-token rows and leftovers go to the dotprod dots inside) */
 #define LEVEL_I8MM                                                                                \
     LEVEL_DOTPROD, GEMM(i8mm, Q8_0, q8_0), GEMM(i8mm, Q4_0, q4_0),                                \

@@ -279,6 +279,84 @@ T_AVX512 void kz_avx512_gemv_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t n
     lane_gemv_16x4_body(n / 32, pk, nr, a, y, corr, 0);
 }
 
+/* Thin GEMM over packed rows (a speculative verify: 2-4 tokens): each block of a 16-row group
+ * is loaded and masked once and dotted with every token's activation (dwords broadcast from
+ * memory), so the weights stream once for all T tokens as in the GEMV. Per lane and token the
+ * same exact integer block dot and float step acc += (float)sumi * (d_w * d_a) as the GEMV:
+ * each token's row equals its one-token result bit for bit. T a constant after inlining. */
+#define LANE_THIN_MAX 4
+T_AVX512 KZ_INL void lane_thin_16x4_body(const int T, int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a,
+                                         size_t as, float *y, int64_t ldy, const int pf) {
+    /* token-minor, so one block's terms of all tokens share a cache line */
+    int32_t corr[LANE_GEMV_NB][LANE_THIN_MAX];
+    float da[LANE_GEMV_NB][LANE_THIN_MAX];
+    const __m512i ml = _mm512_set1_epi8(0x0f);
+    const int64_t ng = nr / 16, gs = nb * 288;
+    for (int64_t b0 = 0; b0 < nb; b0 += LANE_GEMV_NB) {
+        const int nbc = nb - b0 < LANE_GEMV_NB ? (int)(nb - b0) : LANE_GEMV_NB;
+        for (int t = 0; t < T; t++)
+            for (int b = 0; b < nbc; b++) {
+                const uint8_t *ab = a + (size_t)t * as + (size_t)(b0 + b) * 34;
+                corr[b][t] = lane_corr(ab);
+                da[b][t] = _cvtsh_ss(ld16(ab));
+            }
+        for (int64_t g = 0; g < ng; g++) {
+            const uint8_t *p = pk + (size_t)(g * gs + b0 * 288);
+            __m512 acc[LANE_THIN_MAX];
+            KZ_UNROLL(4)
+            for (int t = 0; t < T; t++) acc[t] = b0 ? _mm512_loadu_ps(y + t * ldy + 16 * g) : _mm512_setzero_ps();
+            for (int b = 0; b < nbc; b++, p += 288) {
+                if (pf && LANE_PF) { /* the GEMV's two distances, one stream */
+                    const char *c = (const char *)p;
+                    for (int k = 0; k < 5; k++) _mm_prefetch(c + LANE_PF + 64 * k, _MM_HINT_T0);
+                    for (int k = 0; k < 5; k++) _mm_prefetch(c + LANE_PF2 + 64 * k, _MM_HINT_T1);
+                }
+                __m512i wl[4], wh[4];
+                KZ_UNROLL(4)
+                for (int j = 0; j < 4; j++) {
+                    const __m512i q = _mm512_loadu_si512((const void *)(p + 64 * j));
+                    wl[j] = _mm512_and_si512(q, ml);
+                    wh[j] = _mm512_and_si512(_mm512_srli_epi32(q, 4), ml);
+                }
+                const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 256)));
+                KZ_UNROLL(4)
+                for (int t = 0; t < T; t++) {
+                    const uint8_t *ab = a + (size_t)t * as + (size_t)(b0 + b) * 34;
+                    __m512i lo = _mm512_set1_epi32(corr[b][t]), hi = _mm512_setzero_si512();
+                    KZ_UNROLL(4)
+                    for (int j = 0; j < 4; j++) {
+                        lo = _mm512_dpbusd_epi32(lo, wl[j], _mm512_set1_epi32(ld32(ab + 2 + 4 * j)));
+                        hi = _mm512_dpbusd_epi32(hi, wh[j], _mm512_set1_epi32(ld32(ab + 18 + 4 * j)));
+                    }
+                    const __m512i sumi = _mm512_add_epi32(lo, hi);
+                    const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(da[b][t]));
+                    acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_cvtepi32_ps(sumi), sc));
+                }
+            }
+            KZ_UNROLL(4)
+            for (int t = 0; t < T; t++) _mm512_storeu_ps(y + t * ldy + 16 * g, acc[t]);
+        }
+    }
+}
+
+/* nt tokens (< 8) in thin passes of up to LANE_THIN_MAX (T fixed per call site, so the tokens'
+ * accumulators stay in registers) */
+T_AVX512 KZ_INL void lane_thin_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
+                                    float *y, int64_t ldy, const int pf) {
+    const uint8_t *ap = a;
+    for (int64_t t0 = 0; t0 < nt;) {
+        const int64_t left = nt - t0;
+        const int T = left >= 4 ? 4 : (int)left;
+        const uint8_t *at = ap + (size_t)t0 * as;
+        float *yt = y + t0 * ldy;
+        if (T == 4) lane_thin_16x4_body(4, n / 32, pk, nr, at, as, yt, ldy, pf);
+        else if (T == 3) lane_thin_16x4_body(3, n / 32, pk, nr, at, as, yt, ldy, pf);
+        else if (T == 2) lane_thin_16x4_body(2, n / 32, pk, nr, at, as, yt, ldy, pf);
+        else lane_gemv_16x4_body(n / 32, pk, nr, at, yt, NULL, pf);
+        t0 += T;
+    }
+}
+
 /* the packed gemm, GEMV with (pf = 1) or without the software prefetch: two exported entries,
  * the dispatch (quant.c) picks one by CPU vendor */
 T_AVX512 KZ_INL void lane_gemm_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
@@ -287,8 +365,7 @@ T_AVX512 KZ_INL void lane_gemm_16x4(int64_t n, const void *pk, int64_t nr, const
         lane_gemm_q4_0(n, NULL, 0, nr, a, as, nt, y, ldy, pk);
         return;
     }
-    for (int64_t t = 0; t < nt; t++)
-        lane_gemv_16x4_body(n / 32, pk, nr, (const uint8_t *)a + (size_t)t * as, y + t * ldy, NULL, pf);
+    lane_thin_16x4(n, pk, nr, a, as, nt, y, ldy, pf);
 }
 T_AVX512 void kz_avx512_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
                                       float *y, int64_t ldy) {

@@ -135,17 +135,18 @@ KX_TGT KZ_INL float KX(dot_q6)(int64_t nb, const uint8_t *x, const uint8_t *a) {
     return s;
 }
 
-/* GEMM tile: one weight row x 4 tokens per super-block; the weight codes and scale broadcasts are
- * unpacked once and reused, each token has its own int32 accumulator (same exact sums) */
-KX_TGT KZ_INL void KX(sb_q45_x4)(const int q5, const uint8_t *x, const uint8_t *const a[4], int32_t sumi[4],
-                                 int32_t summ[4]) {
+/* GEMM tile: one weight row x K <= 4 tokens per super-block (K a constant after inlining); the
+ * weight codes and scale broadcasts are unpacked once and reused, each token has its own int32
+ * accumulator (same exact sums) */
+KX_TGT KZ_INL void KX(sb_q45_x4)(const int K, const int q5, const uint8_t *x, const uint8_t *const a[4],
+                                 int32_t sumi[4], int32_t summ[4]) {
     __m128i sc16, m16;
     KX(unpack_sm)(x + 4, &sc16, &m16);
     const __m256i sc = _mm256_broadcastsi128_si256(sc16);
     const uint8_t *qs = x + (q5 ? 48 : 16);
     __m256i hv = q5 ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
     __m256i acc[4];
-    for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_si256();
+    for (int k = 0; k < K; k++) acc[k] = _mm256_setzero_si256();
     KZ_UNROLL(4)
     for (int c = 0; c < 4; c++) {
         __m256i lo, hi;
@@ -153,13 +154,13 @@ KX_TGT KZ_INL void KX(sb_q45_x4)(const int q5, const uint8_t *x, const uint8_t *
         const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
         const __m256i s1 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
         KZ_UNROLL(4)
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < K; k++) {
             const int8_t *q8 = (const int8_t *)(a[k] + 4) + 64 * c;
             acc[k] = KX(madd_acc)(acc[k], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8)), s0);
             acc[k] = KX(madd_acc)(acc[k], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 32))), s1);
         }
     }
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < K; k++) {
         sumi[k] = x86_hsum_epi32(acc[k]);
         const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(a[k] + 260)),
                                           _mm_loadu_si128((const __m128i *)(a[k] + 276)));
@@ -167,10 +168,10 @@ KX_TGT KZ_INL void KX(sb_q45_x4)(const int q5, const uint8_t *x, const uint8_t *
     }
 }
 
-KX_TGT KZ_INL void KX(sb_q6_x4)(const uint8_t *x, const uint8_t *const a[4], int32_t sumi[4]) {
+KX_TGT KZ_INL void KX(sb_q6_x4)(const int K, const uint8_t *x, const uint8_t *const a[4], int32_t sumi[4]) {
     const __m128i s8 = _mm_loadu_si128((const __m128i *)(x + 192));
     __m256i acc[4];
-    for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_si256();
+    for (int k = 0; k < K; k++) acc[k] = _mm256_setzero_si256();
     KZ_UNROLL(2)
     for (int c = 0; c < 2; c++) {
         __m256i u[4];
@@ -179,41 +180,44 @@ KX_TGT KZ_INL void KX(sb_q6_x4)(const uint8_t *x, const uint8_t *const a[4], int
         for (int g = 0; g < 4; g++) {
             const __m256i sp = KX(q6_scale_pair)(s8, 8 * c + 2 * g);
             KZ_UNROLL(4)
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < K; k++) {
                 const __m256i av = _mm256_loadu_si256((const __m256i *)(a[k] + 4 + 128 * c + 32 * g));
                 acc[k] = KX(madd_acc)(acc[k], _mm256_maddubs_epi16(u[g], av), sp);
             }
         }
     }
     const __m256i s16 = _mm256_cvtepi8_epi16(s8);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < K; k++) {
         const __m256i bias = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)(a[k] + 260)));
         sumi[k] = x86_hsum_epi32(acc[k]) - 32 * x86_hsum_epi32(bias);
     }
 }
 
-/* one row x 4 tokens: per token the float chain of dot_q45 / dot_q6, super-blocks in order */
-KX_TGT KZ_INL void KX(tile1x4)(const int t, int64_t nb, const uint8_t *x, const uint8_t *const a[4], float out[4]) {
+/* one row x K <= 4 tokens: per token the float chain of dot_q45 / dot_q6, super-blocks in order */
+KX_TGT KZ_INL void KX(tile1x4)(const int K, const int t, int64_t nb, const uint8_t *x, const uint8_t *const a[4],
+                               float out[4]) {
     const size_t wbs = t == 6 ? KZK_Q6_BYTES : t == 5 ? KZK_Q5_BYTES : KZK_Q4_BYTES;
     float s[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
     for (int64_t b = 0; b < nb; b++, x += wbs) {
-        const uint8_t *ab[4];
-        for (int k = 0; k < 4; k++) ab[k] = a[k] + (size_t)b * KZK_A_BYTES;
+        const uint8_t *ab[4] = {a[0], a[0], a[0], a[0]};
+        for (int k = 0; k < K; k++) ab[k] = a[k] + (size_t)b * KZK_A_BYTES;
         int32_t sumi[4], summ[4];
         if (t == 6) {
-            KX(sb_q6_x4)(x, ab, sumi);
+            KX(sb_q6_x4)(K, x, ab, sumi);
             const float d = _cvtsh_ss(kzk_rd16(x + 208));
-            for (int k = 0; k < 4; k++) s[k] = kzk_fin_q6(s[k], kzk_act_d(ab[k]), d, sumi[k]);
+            for (int k = 0; k < K; k++) s[k] = kzk_fin_q6(s[k], kzk_act_d(ab[k]), d, sumi[k]);
         } else {
-            KX(sb_q45_x4)(t == 5, x, ab, sumi, summ);
+            KX(sb_q45_x4)(K, t == 5, x, ab, sumi, summ);
             const float d = _cvtsh_ss(kzk_rd16(x)), dmin = _cvtsh_ss(kzk_rd16(x + 2));
-            for (int k = 0; k < 4; k++) s[k] = kzk_fin_q45(s[k], kzk_act_d(ab[k]), d, dmin, sumi[k], summ[k]);
+            for (int k = 0; k < K; k++) s[k] = kzk_fin_q45(s[k], kzk_act_d(ab[k]), d, dmin, sumi[k], summ[k]);
         }
     }
-    for (int k = 0; k < 4; k++) out[k] = s[k];
+    for (int k = 0; k < K; k++) out[k] = s[k];
 }
 
-/* GEMM: per weight row, tokens in tiles of 4 (leftovers and GEMV: the plain dot) */
+/* GEMM: per weight row, tokens in tiles of 4; a last 2 or 3 tokens (a speculative verify's thin
+ * batch) in one tile of that many, so the row's codes are unpacked once for them; a single
+ * token (GEMV) and a last single one: the plain dot */
 KX_TGT KZ_INL void KX(gemm)(const int t, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
                             size_t as, int64_t nt, float *y, int64_t ldy) {
     const int64_t nb = n / KZK_QK;
@@ -224,8 +228,18 @@ KX_TGT KZ_INL void KX(gemm)(const int t, int64_t n, const uint8_t *w, size_t ws,
             const uint8_t *ap[4];
             for (int k = 0; k < 4; k++) ap[k] = a + (size_t)(k0 + k) * as;
             float out[4];
-            KX(tile1x4)(t, nb, wr, ap, out);
+            KX(tile1x4)(4, t, nb, wr, ap, out);
             for (int k = 0; k < 4; k++) y[(k0 + k) * ldy + r] = out[k];
+        }
+        if (nt - k0 >= 2) {
+            const int K = (int)(nt - k0);
+            const uint8_t *ap[4];
+            for (int k = 0; k < 4; k++) ap[k] = a + (size_t)(k0 + (k < K ? k : K - 1)) * as;
+            float out[4];
+            if (K == 3) KX(tile1x4)(3, t, nb, wr, ap, out);
+            else KX(tile1x4)(2, t, nb, wr, ap, out);
+            for (int k = 0; k < K; k++) y[(k0 + k) * ldy + r] = out[k];
+            k0 += K;
         }
         for (; k0 < nt; k0++) {
             const uint8_t *ak = a + (size_t)k0 * as;
