@@ -328,25 +328,27 @@ void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const vo
 #include "matmul/arm/q4_0_16x4_tmpl.h"
 
 #define Q16I_TP 8  /* token pairs per tile (16 tokens) */
-#define Q16I_CH 64 /* blocks per chunk: 64 x 8 records of 96 bytes (48 KiB) on the stack */
+#define Q16I_CH 64 /* blocks per chunk: 64 x 8 records of 112 bytes (56 KiB) on the stack */
 
 /* one token pair x one block: x[16 c ..] = tokens (t, t+1) x elements 8c..8c+7; corr = the
- * tokens' -8 * sum(a), da = their scales, both as (t, t+1, t, t+1), the lane order of an SMMLA
- * result */
+ * tokens' -8 * sum(a), twice (the two row pairs' accumulators start from it: two loads in one
+ * LDP, no register copy), da = their scales, both as (t, t+1, t, t+1), the lane order of an
+ * SMMLA result */
 typedef struct {
     int8_t x[64];
-    int32_t corr[4];
+    int32_t corr[2][4];
     float da[4];
 } q16i_rec;
 
 /* records of token pairs [0, ntp) of the tokens at a (stride as; the last pair repeats token
  * nt - 1 where nt is odd), blocks [b0, b0 + nbc), at rec[b * Q16I_TP + tp] */
 static void q16i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, int nbc, q16i_rec *rec) {
+    const int32x4_t m8 = vdupq_n_s32(-8);
     for (int tp = 0; tp < ntp; tp++) {
         const uint8_t *a0 = a + (size_t)(2 * tp) * as + (size_t)b0 * 34;
         const uint8_t *a1 = a + (size_t)(2 * tp + 1 < nt ? 2 * tp + 1 : nt - 1) * as + (size_t)b0 * 34;
-        for (int b = 0; b < nbc; b++, a0 += 34, a1 += 34) {
-            q16i_rec *r = rec + b * Q16I_TP + tp;
+        q16i_rec *r = rec + tp;
+        for (int b = 0; b < nbc; b++, a0 += 34, a1 += 34, r += Q16I_TP) {
             const int64x2_t l0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 2)), h0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 18));
             const int64x2_t l1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 2)), h1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 18));
             int8x16x4_t v;
@@ -355,16 +357,21 @@ static void q16i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, 
             v.val[2] = vreinterpretq_s8_s64(vzip1q_s64(h0, h1));
             v.val[3] = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
             vst1q_s8_x4(r->x, v);
-            /* -8 * sum(a) of both tokens as (t, t+1, t, t+1): int16 pair sums (|.| <= 4096), then
-             * pairwise adds down to one int32 per token */
-            const int16x8_t p0 = vpadalq_s8(vpaddlq_s8(vreinterpretq_s8_s64(l0)), vreinterpretq_s8_s64(h0));
-            const int16x8_t p1 = vpadalq_s8(vpaddlq_s8(vreinterpretq_s8_s64(l1)), vreinterpretq_s8_s64(h1));
-            const int32x4_t q = vpaddlq_s16(vpaddq_s16(p0, p1)); /* t, t, t+1, t+1 partial sums */
-            const int32x4_t c = vpaddq_s32(q, q);                /* t, t+1, t, t+1 */
-            vst1q_s32(r->corr, vmulq_n_s32(c, -8));
+            /* -8 * sum(a) of both tokens as (t, t+1, t, t+1): int16 sums of the zipped operands
+             * (8 lanes per token, |.| <= 512), int32 pairs, one pairwise add */
+            int16x8_t p = vpaddlq_s8(v.val[0]);
+            p = vpadalq_s8(p, v.val[1]);
+            p = vpadalq_s8(p, v.val[2]);
+            p = vpadalq_s8(p, v.val[3]); /* t t t t t+1 t+1 t+1 t+1 ... by 64-bit halves */
+            const int32x4_t q = vpaddlq_s16(p);            /* t, t, t+1, t+1 */
+            const int32x4_t c = vmulq_s32(vpaddq_s32(q, q), m8); /* t, t+1, t, t+1 */
+            int32x4x2_t cc;
+            cc.val[0] = cc.val[1] = c;
+            vst1q_s32_x2(r->corr[0], cc);
             /* the scales (fp16 -> f32 is exact, as the reference's conversion) */
-            const uint16_t s1 = ld16(a1);
-            const uint16x4_t h = vset_lane_u16(s1, vset_lane_u16(s1, vdup_n_u16(ld16(a0)), 1), 3);
+            uint16x4_t h = vld1_dup_u16((const uint16_t *)(const void *)a0);
+            h = vld1_lane_u16((const uint16_t *)(const void *)a1, h, 1);
+            h = vcopy_lane_u16(h, 3, h, 1);
             vst1q_f32(r->da, vcvt_f32_f16(vreinterpret_f16_u16(h)));
         }
     }
@@ -373,17 +380,17 @@ static void q16i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, 
 #define Q16I_LO(z) vreinterpretq_s8_u8(vandq_u8(z, m))
 #define Q16I_HI(z) vreinterpretq_s8_u8(vshrq_n_u8(z, 4))
 
-/* 4 rows (p: the quad's first dword in a block, dwp: its 4 fp16 scales) x TPN token pairs
- * (records rec[b * Q16I_TP + tp]) over nbc blocks; yp[2 tp], yp[2 tp + 1]: the pair's output
- * rows at the quad's first row (partial sums read first when resume); the second token of the
- * last pair is written only when wr_last (else it is padding: yp repeats the first) */
-KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *dwp, const q16i_rec *rec,
-                      float *const *yp, int wr_last, int resume) {
+/* 4 rows (p: the quad's first dword in a block, its 4 fp16 scales at p + doff) x TPN token
+ * pairs (records rec[b * Q16I_TP + tp]) over nbc blocks; yp[2 tp] + r0, yp[2 tp + 1] + r0: the
+ * pair's outputs of the quad's first row (partial sums read first when resume); the second token
+ * of the last pair is written only when wr_last (else it is padding: yp repeats the first) */
+KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, ptrdiff_t doff, const q16i_rec *rec,
+                      float *const *yp, int64_t r0, int wr_last, int resume) {
     float32x4_t acc[2][Q16I_TP];
     KZ_UNROLL(8)
     for (int tp = 0; tp < TPN; tp++) {
         if (resume) { /* rows 0..3 of tokens 2tp, 2tp+1 -> row pairs (0,1), (2,3) of the pair */
-            const float32x4_t u = vld1q_f32(yp[2 * tp]), v = vld1q_f32(yp[2 * tp + 1]);
+            const float32x4_t u = vld1q_f32(yp[2 * tp] + r0), v = vld1q_f32(yp[2 * tp + 1] + r0);
             acc[0][tp] = vzip1q_f32(u, v);
             acc[1][tp] = vzip2q_f32(u, v);
         } else {
@@ -392,7 +399,7 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *d
         }
     }
     const uint8x16_t m = vdupq_n_u8(15);
-    for (int b = 0; b < nbc; b++, p += Q16X4_BB, dwp += Q16X4_BB, rec += Q16I_TP) {
+    for (int b = 0; b < nbc; b++, p += Q16X4_BB, rec += Q16I_TP) {
         const uint32x4_t d0 = vreinterpretq_u32_u8(vld1q_u8(p)), d1 = vreinterpretq_u32_u8(vld1q_u8(p + 64));
         const uint32x4_t d2 = vreinterpretq_u32_u8(vld1q_u8(p + 128)), d3 = vreinterpretq_u32_u8(vld1q_u8(p + 192));
         /* rows (0,1) / (2,3) x bytes 0..7 (z0a / z0b) and 8..15 (z1a / z1b) */
@@ -401,20 +408,22 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *d
         /* operands of elements 0..7, 8..15, 16..23, 24..31 per row pair */
         const int8x16_t wa0 = Q16I_LO(z0a), wa1 = Q16I_LO(z1a), wa2 = Q16I_HI(z0a), wa3 = Q16I_HI(z1a);
         const int8x16_t wb0 = Q16I_LO(z0b), wb1 = Q16I_LO(z1b), wb2 = Q16I_HI(z0b), wb3 = Q16I_HI(z1b);
-        const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(dwp)));
+        const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(p + doff)));
         const float32x4_t dwa = vzip1q_f32(dw, dw), dwb = vzip2q_f32(dw, dw); /* r0 r0 r1 r1 / r2 r2 r3 r3 */
         KZ_UNROLL(8)
         for (int tp = 0; tp < TPN; tp++) {
-            const int8x16x4_t x = vld1q_s8_x4(rec[tp].x);
-            const int32x4_t c = vld1q_s32(rec[tp].corr);
-            int32x4_t sa = vmmlaq_s32(c, wa0, x.val[0]);
-            int32x4_t sb = vmmlaq_s32(c, wb0, x.val[0]);
-            sa = vmmlaq_s32(sa, wa1, x.val[1]);
-            sb = vmmlaq_s32(sb, wb1, x.val[1]);
-            sa = vmmlaq_s32(sa, wa2, x.val[2]);
-            sb = vmmlaq_s32(sb, wb2, x.val[2]);
-            sa = vmmlaq_s32(sa, wa3, x.val[3]);
-            sb = vmmlaq_s32(sb, wb3, x.val[3]);
+            const int8x16_t x0 = vld1q_s8(rec[tp].x), x1 = vld1q_s8(rec[tp].x + 16);
+            const int8x16_t x2 = vld1q_s8(rec[tp].x + 32), x3 = vld1q_s8(rec[tp].x + 48);
+            int32x4_t sa = vld1q_s32(rec[tp].corr[0]);
+            int32x4_t sb = vld1q_s32(rec[tp].corr[1]);
+            sa = vmmlaq_s32(sa, wa0, x0);
+            sb = vmmlaq_s32(sb, wb0, x0);
+            sa = vmmlaq_s32(sa, wa1, x1);
+            sb = vmmlaq_s32(sb, wb1, x1);
+            sa = vmmlaq_s32(sa, wa2, x2);
+            sb = vmmlaq_s32(sb, wb2, x2);
+            sa = vmmlaq_s32(sa, wa3, x3);
+            sb = vmmlaq_s32(sb, wb3, x3);
             const float32x4_t da = vld1q_f32(rec[tp].da);
             acc[0][tp] = vaddq_f32(acc[0][tp], vmulq_f32(vcvtq_f32_s32(sa), vmulq_f32(dwa, da)));
             acc[1][tp] = vaddq_f32(acc[1][tp], vmulq_f32(vcvtq_f32_s32(sb), vmulq_f32(dwb, da)));
@@ -422,16 +431,16 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *d
     }
     KZ_UNROLL(8)
     for (int tp = 0; tp < TPN; tp++) {
-        vst1q_f32(yp[2 * tp], vuzp1q_f32(acc[0][tp], acc[1][tp]));
-        if (tp < TPN - 1 || wr_last) vst1q_f32(yp[2 * tp + 1], vuzp2q_f32(acc[0][tp], acc[1][tp]));
+        vst1q_f32(yp[2 * tp] + r0, vuzp1q_f32(acc[0][tp], acc[1][tp]));
+        if (tp < TPN - 1 || wr_last) vst1q_f32(yp[2 * tp + 1] + r0, vuzp2q_f32(acc[0][tp], acc[1][tp]));
     }
 }
 
-#define Q16I_TILE(N)                                                                              \
-    static __attribute__((noinline)) void q16i_tile##N(int nbc, const uint8_t *p, const uint8_t *dwp,  \
-                                                        const q16i_rec *rec, float *const *yp, int wr_last, \
-                                                        int resume) {                            \
-        q16i_tile(N, nbc, p, dwp, rec, yp, wr_last, resume);                                      \
+#define Q16I_TILE(N)                                                                                       \
+    static __attribute__((noinline)) void q16i_tile##N(int nbc, const uint8_t *p, ptrdiff_t doff,          \
+                                                        const q16i_rec *rec, float *const *yp, int64_t r0, \
+                                                        int wr_last, int resume) {                         \
+        q16i_tile(N, nbc, p, doff, rec, yp, r0, wr_last, resume);                                          \
     }
 Q16I_TILE(8)
 Q16I_TILE(4)
@@ -454,18 +463,16 @@ static void q16i_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t
             q16i_prep(ag, as, ntg, ntp, b0, nbc, rec);
             for (int64_t r0 = 0; r0 < nr; r0 += 4) {
                 const uint8_t *p = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * Q16X4_BB + 16 * (r0 % 16 / 4);
-                const uint8_t *dwp = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * Q16X4_BB + 256 + 2 * (r0 % 16);
-                float *yq[2 * Q16I_TP];
-                for (int t = 0; t < 2 * ntp; t++) yq[t] = yp[t] + r0;
+                const ptrdiff_t doff = 256 + 2 * (r0 % 16) - 16 * (r0 % 16 / 4); /* scales, from p */
                 for (int tp0 = 0; tp0 < ntp;) {
                     const int w = ntp - tp0 >= 8 ? 8 : ntp - tp0 >= 4 ? 4 : ntp - tp0 >= 2 ? 2 : 1;
                     const int wr_last = 2 * (tp0 + w) <= ntg; /* the tile's last pair has a real second token */
-                    float *const *yt = yq + 2 * tp0;
+                    float *const *yt = yp + 2 * tp0;
                     const q16i_rec *rt = rec + tp0;
-                    if (w == 8) q16i_tile8(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
-                    else if (w == 4) q16i_tile4(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
-                    else if (w == 2) q16i_tile2(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
-                    else q16i_tile1(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
+                    if (w == 8) q16i_tile8(nbc, p, doff, rt, yt, r0, wr_last, b0 > 0);
+                    else if (w == 4) q16i_tile4(nbc, p, doff, rt, yt, r0, wr_last, b0 > 0);
+                    else if (w == 2) q16i_tile2(nbc, p, doff, rt, yt, r0, wr_last, b0 > 0);
+                    else q16i_tile1(nbc, p, doff, rt, yt, r0, wr_last, b0 > 0);
                     tp0 += w;
                 }
             }
