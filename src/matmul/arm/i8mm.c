@@ -614,28 +614,25 @@ static void q16i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, 
         for (int b = 0; b < nbc; b++, a0 += 34, a1 += 34, r += Q16I_TP) {
             const int64x2_t l0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 2)), h0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 18));
             const int64x2_t l1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 2)), h1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 18));
-            int8x16x4_t v;
-            v.val[0] = vreinterpretq_s8_s64(vzip1q_s64(l0, l1));
-            v.val[1] = vreinterpretq_s8_s64(vzip2q_s64(l0, l1));
-            v.val[2] = vreinterpretq_s8_s64(vzip1q_s64(h0, h1));
-            v.val[3] = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
-            vst1q_s8_x4(r->x, v);
+            const int8x16_t v0 = vreinterpretq_s8_s64(vzip1q_s64(l0, l1)), v1 = vreinterpretq_s8_s64(vzip2q_s64(l0, l1));
+            const int8x16_t v2 = vreinterpretq_s8_s64(vzip1q_s64(h0, h1)), v3 = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
+            vst1q_s8(r->x, v0); /* separate stores (STP): no register moves for an ST1 list */
+            vst1q_s8(r->x + 16, v1);
+            vst1q_s8(r->x + 32, v2);
+            vst1q_s8(r->x + 48, v3);
             /* -8 * sum(a) of both tokens as (t, t+1, t, t+1): int16 sums of the zipped operands
              * (8 lanes per token, |.| <= 512), int32 pairs, one pairwise add */
-            int16x8_t p = vpaddlq_s8(v.val[0]);
-            p = vpadalq_s8(p, v.val[1]);
-            p = vpadalq_s8(p, v.val[2]);
-            p = vpadalq_s8(p, v.val[3]); /* t t t t t+1 t+1 t+1 t+1 ... by 64-bit halves */
+            int16x8_t p = vpaddlq_s8(v0);
+            p = vpadalq_s8(p, v1);
+            p = vpadalq_s8(p, v2);
+            p = vpadalq_s8(p, v3); /* t t t t t+1 t+1 t+1 t+1 ... by 64-bit halves */
             const int32x4_t q = vpaddlq_s16(p);            /* t, t, t+1, t+1 */
             const int32x4_t c = vmulq_s32(vpaddq_s32(q, q), m8); /* t, t+1, t, t+1 */
-            int32x4x2_t cc;
-            cc.val[0] = cc.val[1] = c;
-            vst1q_s32_x2(r->corr[0], cc);
-            /* the scales (fp16 -> f32 is exact, as the reference's conversion) */
-            uint16x4_t h = vld1_dup_u16((const uint16_t *)(const void *)a0);
-            h = vld1_lane_u16((const uint16_t *)(const void *)a1, h, 1);
-            h = vcopy_lane_u16(h, 3, h, 1);
-            vst1q_f32(r->da, vcvt_f32_f16(vreinterpret_f16_u16(h)));
+            vst1q_s32(r->corr[0], c);
+            vst1q_s32(r->corr[1], c);
+            /* the scales (fp16 -> f32 is exact, as the reference's conversion) as (t, t+1, t, t+1) */
+            const uint32_t h2 = (uint32_t)ld16(a0) | (uint32_t)ld16(a1) << 16;
+            vst1q_f32(r->da, vcvt_f32_f16(vreinterpret_f16_u32(vdup_n_u32(h2))));
         }
     }
 }
