@@ -3,16 +3,25 @@
 # refactor) in a temporary worktree beside this tree, writes tiny qwen35 / qwen3 models (F32, Q8_0,
 # Q4_0, Q4_K_M) once, and compares `kazeia logits` (a chunked prefill, then one-token decode steps)
 # of the two builds byte for byte: every x86 KZ_ISA level, repack on and off, KV f32/f16/q8_0, 1 and
-# 2 threads; and, where aarch64-linux-gnu-gcc and qemu-aarch64 exist, every ARM64 level under qemu.
+# 2 threads; and, where aarch64-linux-gnu-gcc and qemu-aarch64 exist, every ARM64 level under qemu,
+# against ARM_BASE: the AArch64 f32 products (nn/sgemm.c) fuse multiply-adds since that commit (all
+# ARM levels alike), so ARM logits with a chunked GDN / tiled attention differ from older commits'.
 #   bash tests/bitident.sh [BASE]        prints 'bitident: N passed, N failed'
 #   KZ_BITIDENT_ARM=0                    skip the ARM64 half
+#   KZ_BITIDENT_ARM_BASE=COMMIT          the ARM64 half's base (default: ARM_BASE below)
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BASE=${1:-be3f7de}
+ARM_BASE=${KZ_BITIDENT_ARM_BASE:-eed97ea}
 T=$(mktemp -d /tmp/kz_bitident.XXXXXX)
 OLD="$T/old"
-cleanup() { git -C "$ROOT" worktree remove --force "$OLD" >/dev/null 2>&1; rm -rf "$T"; }
+OLD_ARM="$T/old-arm"
+cleanup() {
+  git -C "$ROOT" worktree remove --force "$OLD" >/dev/null 2>&1
+  git -C "$ROOT" worktree remove --force "$OLD_ARM" >/dev/null 2>&1
+  rm -rf "$T"
+}
 trap cleanup EXIT
 
 git worktree add -q --detach "$OLD" "$BASE" || { echo "bitident: cannot check out $BASE"; exit 1; }
@@ -69,9 +78,11 @@ echo "bitident: x86 ${levels[*]}: $pass passed, $fail failed so far"
 if [ "${KZ_BITIDENT_ARM:-1}" != 0 ] && command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
   make -s -j2 CC=aarch64-linux-gnu-gcc BUILD=build-bitident-arm64 build-bitident-arm64/kazeia >/tmp/kz-bitident-new-arm.log 2>&1 \
     || { tail -20 /tmp/kz-bitident-new-arm.log; echo "bitident: ARM64 build of the tree failed"; exit 1; }
-  make -s -C "$OLD" -j2 CC=aarch64-linux-gnu-gcc BUILD=build-arm64 build-arm64/kazeia >/tmp/kz-bitident-old-arm.log 2>&1 \
-    || { tail -20 /tmp/kz-bitident-old-arm.log; echo "bitident: ARM64 build of $BASE failed"; exit 1; }
-  OLD_BIN_RUN=$OLD/build-arm64/kazeia NEW_BIN_RUN=$ROOT/build-bitident-arm64/kazeia
+  git worktree add -q --detach "$OLD_ARM" "$ARM_BASE" || { echo "bitident: cannot check out $ARM_BASE"; exit 1; }
+  echo "bitident: ARM64 half against $ARM_BASE ($(git rev-parse --short "$ARM_BASE"))"
+  make -s -C "$OLD_ARM" -j2 CC=aarch64-linux-gnu-gcc BUILD=build-arm64 build-arm64/kazeia >/tmp/kz-bitident-old-arm.log 2>&1 \
+    || { tail -20 /tmp/kz-bitident-old-arm.log; echo "bitident: ARM64 build of $ARM_BASE failed"; exit 1; }
+  OLD_BIN_RUN=$OLD_ARM/build-arm64/kazeia NEW_BIN_RUN=$ROOT/build-bitident-arm64/kazeia
   Q=(qemu-aarch64 -cpu max -L /usr/aarch64-linux-gnu)
   for f in "$M"/*.gguf; do
     mn=$(basename "$f" .gguf)

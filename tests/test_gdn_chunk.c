@@ -236,9 +236,62 @@ static void check_sgemm(int isa) {
     printf("sgemm %s: worst rel error %.2e\n", kz_isa_name((kz_isa)isa), worst);
 }
 
-/* the AArch64 levels' kz_sgemm_isa equals the plain kernel bit for bit (the ARM logits of
- * tests/bitident.sh depend on it): sizes around the 8 x 8 tile, triangular modes, scales, and
- * B columns with inf / NaN next to the wanted ones */
+/* the AArch64 levels' kz_sgemm_isa equals the plain kernel bit for bit (every ARM level gives
+ * the same logits): sizes around the 8 x 8 tile, triangular modes, scales, and B columns with
+ * inf / NaN next to the wanted ones */
+#if defined(__aarch64__)
+/* AArch64's contract (nn/sgemm.h): every level, the plain one included, computes each element
+ * as s = fmaf(A[m][k], B[k][n], s) for k in order from s = 0 (TRI_K: k below the end of the
+ * row's group of 4), then cb * C + (alpha * ra[m]) * s. Checked bit for bit against that
+ * formula written out here (a zero of either sign counts as one value: the kernels write
+ * cb == 0 results as c or 0 + c) */
+static void check_sgemm_fmaf(int isa) {
+    if (!kz_isa_available((kz_isa)isa)) return;
+    const int dims[][3] = {{1, 1, 1}, {4, 16, 8}, {7, 13, 5}, {9, 9, 9}, {33, 70, 41}, {64, 128, 128}, {3, 7, 600}};
+    const int tris[] = {KZ_TRI_NONE, KZ_TRI_K, KZ_TRI_N};
+    int n_cases = 0, bad = 0;
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
+        for (int ti = 0; ti < 3; ti++)
+            for (int mode = 0; mode < 3; mode++) {
+                const int M = dims[d][0], N = dims[d][1], tri = tris[ti];
+                const int K = tri == KZ_TRI_K ? M : dims[d][2];
+                const size_t lda = (size_t)K + 1, ldb = (size_t)N + 3, ldc = (size_t)N + 1;
+                float *A = fmalloc((size_t)M * lda), *B = fmalloc((size_t)K * ldb), *C = fmalloc((size_t)M * ldc);
+                float *C0 = fmalloc((size_t)M * ldc), *ra = fmalloc((size_t)M);
+                for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = kt_randf(&rs);
+                if (tri == KZ_TRI_K)
+                    for (int m = 0; m < M; m++)
+                        for (int k = m + 1; k < K; k++) A[(size_t)m * lda + k] = 0.0f;
+                for (size_t i = 0; i < (size_t)K * ldb; i++) B[i] = kt_randf(&rs);
+                for (size_t i = 0; i < (size_t)M * ldc; i++) C[i] = C0[i] = kt_randf(&rs);
+                for (int m = 0; m < M; m++) ra[m] = 0.5f + kt_randf(&rs);
+                const float alpha = mode == 1 ? -1.0f : 0.75f, cb = mode == 0 ? 0.0f : mode == 1 ? 1.0f : 0.3f;
+                const float *rap = mode == 2 ? ra : NULL;
+                kz_sgemm_isa(isa, M, N, K, A, lda, B, ldb, C, ldc, alpha, rap, cb, tri);
+                int same = 1;
+                for (int m = 0; m < M; m++) {
+                    const int ke = tri == KZ_TRI_K && m - m % 4 + 4 < K ? m - m % 4 + 4 : K;
+                    const float al = rap ? alpha * rap[m] : alpha;
+                    for (int n = 0; n < N; n++) {
+                        if (tri == KZ_TRI_N && n > m) continue;
+                        float acc = 0.0f;
+                        for (int k = 0; k < ke; k++) acc = fmaf(A[(size_t)m * lda + k], B[(size_t)k * ldb + n], acc);
+                        const float v = al * acc, o = C0[(size_t)m * ldc + n];
+                        const float want = cb == 0.0f ? v : cb == 1.0f ? o + v : cb * o + v;
+                        const float got = C[(size_t)m * ldc + n];
+                        same &= !memcmp(&want, &got, 4) || (want == 0.0f && got == 0.0f);
+                    }
+                }
+                CHECKF(same, "sgemm %s != fmaf formula: M %d N %d K %d tri %d mode %d", kz_isa_name((kz_isa)isa), M, N,
+                       K, tri, mode);
+                bad += !same;
+                n_cases++;
+                free(A); free(B); free(C); free(C0); free(ra);
+            }
+    printf("sgemm %s: %d cases bit-identical to the fmaf formula (%d differ)\n", kz_isa_name((kz_isa)isa), n_cases, bad);
+}
+#endif
+
 static void check_sgemm_same(int isa) {
     if (!kz_isa_available((kz_isa)isa)) return;
     const int dims[][3] = {{1, 1, 1}, {4, 16, 8}, {7, 13, 5}, {9, 9, 9}, {33, 70, 41}, {64, 128, 128}, {5, 3, 64},
@@ -310,6 +363,10 @@ int main(int argc, char **argv) {
     check_sgemm(KZ_ISA_SCALAR);
     if (!getenv("KZ_ISA") && kz_isa_available(KZ_ISA_AVX2)) check_sgemm(KZ_ISA_AVX2);
     for (int level = KZ_ISA_NEON; level <= KZ_ISA_I8MM; level++) check_sgemm_same(level);
+#if defined(__aarch64__)
+    check_sgemm_fmaf(KZ_ISA_SCALAR);
+    for (int level = KZ_ISA_NEON; level <= KZ_ISA_I8MM; level++) check_sgemm_fmaf(level);
+#endif
     const int Ts[] = {1, 63, 64, 65, 500};
     for (size_t it = 0; it < sizeof Ts / sizeof *Ts; it++)
         for (int decay = 0; decay < 3; decay++) {

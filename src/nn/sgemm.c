@@ -1,9 +1,18 @@
 /* Small dense f32 matrix products (see sgemm.h): a register-tiled kernel in plain C that GCC
  * -O2 vectorises (SSE / NEON), and on x86-64 CPUs with AVX2+FMA (chosen at run time through
- * cpu.c) a 4 x 16 FMA kernel. No packing: the operands here are a few hundred KB at most. */
+ * cpu.c) a 4 x 16 FMA kernel. No packing: the operands here are a few hundred KB at most.
+ * On AArch64 (FMA in every core) the plain kernel fuses too: c = fmaf(a, b, c), k in order,
+ * the reference that the NEON kernel equals bit for bit; on x86 it stays multiply, then add. */
+#include <math.h>
 #include <string.h>
 #include "sys/cpu.h"
 #include "nn/sgemm.h"
+
+#if defined(__aarch64__)
+#define MAC(c, x, b) ((c) = fmaf((x), (b), (c)))
+#else
+#define MAC(c, x, b) ((c) += (x) * (b))
+#endif
 
 #define MR 4 /* tile rows */
 #define NR 8 /* tile columns: 4 x 8 accumulators fit in 8 SSE / 4 AVX / 8 NEON registers */
@@ -34,10 +43,10 @@ static void tile(int mr, int nr, int K, const float *A, size_t lda, const float 
             const float *b = B + (size_t)k * ldb;
             const float x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
             for (int l = 0; l < 4; l++) {
-                c0[l] += x0 * b[l]; c1[l] += x1 * b[l]; c2[l] += x2 * b[l]; c3[l] += x3 * b[l];
+                MAC(c0[l], x0, b[l]); MAC(c1[l], x1, b[l]); MAC(c2[l], x2, b[l]); MAC(c3[l], x3, b[l]);
             }
             for (int l = 0; l < 4; l++) {
-                d0[l] += x0 * b[4 + l]; d1[l] += x1 * b[4 + l]; d2[l] += x2 * b[4 + l]; d3[l] += x3 * b[4 + l];
+                MAC(d0[l], x0, b[4 + l]); MAC(d1[l], x1, b[4 + l]); MAC(d2[l], x2, b[4 + l]); MAC(d3[l], x3, b[4 + l]);
             }
         }
     } else { /* edge tile: missing rows read as 0, missing columns are not stored */
@@ -46,10 +55,10 @@ static void tile(int mr, int nr, int K, const float *A, size_t lda, const float 
             for (int l = 0; l < nr; l++) b[l] = B[(size_t)k * ldb + l];
             for (int r = 0; r < mr; r++) x[r] = A[(size_t)r * lda + k];
             for (int l = 0; l < 4; l++) {
-                c0[l] += x[0] * b[l]; c1[l] += x[1] * b[l]; c2[l] += x[2] * b[l]; c3[l] += x[3] * b[l];
+                MAC(c0[l], x[0], b[l]); MAC(c1[l], x[1], b[l]); MAC(c2[l], x[2], b[l]); MAC(c3[l], x[3], b[l]);
             }
             for (int l = 0; l < 4; l++) {
-                d0[l] += x[0] * b[4 + l]; d1[l] += x[1] * b[4 + l]; d2[l] += x[2] * b[4 + l]; d3[l] += x[3] * b[4 + l];
+                MAC(d0[l], x[0], b[4 + l]); MAC(d1[l], x[1], b[4 + l]); MAC(d2[l], x[2], b[4 + l]); MAC(d3[l], x[3], b[4 + l]);
             }
         }
     }
@@ -151,11 +160,10 @@ T_AVX2 static void sgemm_avx2(int M, int N, int K, const float *A, size_t lda, c
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
-/* AArch64 NEON levels: the plain kernel's arithmetic exactly (per k, c = c + x * b as a multiply
- * then an add, k in order, the same row groups for the triangular modes: the same bits as
- * sgemm_c, which tests/bitident.sh pins for the ARM logits; no FMA for that reason), organised
- * for fewer instructions: 8 x 8 tiles (TRI_NONE), A read four k at a time and multiplied by
- * lane, and edge columns from a zero-padded copy of the B panel instead of a copy per k. */
+/* AArch64 NEON levels: the plain kernel's arithmetic exactly (per k, c = fmaf(x, b, c), k in
+ * order, the same row groups for the triangular modes: the same bits as sgemm_c, so every ARM
+ * level gives the same logits), organised for fewer instructions: 8 x 8 tiles (TRI_NONE), A
+ * read four k at a time and FMLA by lane, edge columns from a zero-padded copy of the B panel. */
 #define NEON_KMAX 512 /* longest K with a padded B panel on the stack (16 KiB); longer: sgemm_c */
 #define NEON_UNROLL _Pragma("GCC unroll 8") /* the row loops unrolled: accumulators in registers */
 
@@ -163,8 +171,8 @@ T_AVX2 static void sgemm_avx2(int M, int N, int K, const float *A, size_t lda, c
     do {                                                                                          \
         const float32x4_t b0 = vld1q_f32(B + (size_t)(k + (j)) * ldb), b1 = vld1q_f32(B + (size_t)(k + (j)) * ldb + 4); \
         NEON_UNROLL for (int r = 0; r < MRN; r++) {                                               \
-            c[r][0] = vaddq_f32(c[r][0], vmulq_laneq_f32(b0, av[r], j));                          \
-            c[r][1] = vaddq_f32(c[r][1], vmulq_laneq_f32(b1, av[r], j));                          \
+            c[r][0] = vfmaq_laneq_f32(c[r][0], b0, av[r], j);                                     \
+            c[r][1] = vfmaq_laneq_f32(c[r][1], b1, av[r], j);                                     \
         }                                                                                         \
     } while (0)
 
@@ -191,8 +199,8 @@ static inline __attribute__((always_inline)) void tile_neon(const int MRN, int m
         const float32x4_t b0 = vld1q_f32(B + (size_t)k * ldb), b1 = vld1q_f32(B + (size_t)k * ldb + 4);
         NEON_UNROLL for (int r = 0; r < MRN; r++) {
             const float32x4_t x = vdupq_n_f32(ar[r][k]);
-            c[r][0] = vaddq_f32(c[r][0], vmulq_f32(x, b0));
-            c[r][1] = vaddq_f32(c[r][1], vmulq_f32(x, b1));
+            c[r][0] = vfmaq_f32(c[r][0], x, b0);
+            c[r][1] = vfmaq_f32(c[r][1], x, b1);
         }
     }
     NEON_UNROLL for (int r = 0; r < MRN; r++) {

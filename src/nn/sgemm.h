@@ -17,7 +17,9 @@ void kz_sgemm(int M, int N, int K, const float *A, size_t lda, const float *B, s
               float alpha, const float *ra, float cb, int tri);
 /* The same with the kernel of one ISA level (a kz_isa, cpu.h; levels without a kernel of their
  * own, or not available here, use the plain C one). kz_sgemm uses the active level. The AVX2
- * kernel fuses multiply-adds, so its results differ from the plain one by rounding. */
+ * kernel fuses multiply-adds, so its results differ from the plain one by rounding. On AArch64
+ * every level, the plain one included, fuses (c = fmaf(a, b, c), k in order): one result per
+ * input on all ARM levels, different from x86's plain one by rounding. */
 void kz_sgemm_isa(int isa, int M, int N, int K, const float *A, size_t lda, const float *B, size_t ldb, float *C,
                   size_t ldc, float alpha, const float *ra, float cb, int tri);
 #endif

@@ -32,6 +32,8 @@
 /* ======== Q4_K / Q5_K / Q6_K ======== */
 /* arm/kquant_tmpl.h with SDOT */
 #define KA_DOT32(w0, w1, a0, a1) vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, a0), w1, a1))
+#define KA_DOT32V(w0, w1, a0, a1) vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, a0), w1, a1)
+#define KA_DOT16V(w, a) vdotq_s32(vdupq_n_s32(0), w, a)
 #define KA(name) kq_##name##_dotprod
 #define KA_EXPORT(name) kz_dotprod_##name
 #include "matmul/arm/kquant_tmpl.h"

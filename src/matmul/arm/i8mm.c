@@ -172,8 +172,9 @@ I8_DEF(q5_1, 2)
 I8_DEF(iq4_nl, 3)
 
 /* ======== Q4_K / Q5_K / Q6_K ======== */
-/* AArch64 SMMLA (FEAT_I8MM) GEMM for Q4_K / Q5_K / Q6_K x Q8_K: 2 weight rows x 2 tokens per
- * tile; per super-block both rows are decoded to int8 codes (element order; Q6_K as q - 32),
+/* AArch64 SMMLA (FEAT_I8MM) GEMM for Q4_K / Q5_K / Q6_K x Q8_K. Below 4 rows: 2 weight rows x 2
+ * tokens per tile (from 4 rows on: kq_prefill further down, which decodes each row once per
+ * token group); per super-block both rows are decoded to int8 codes (element order; Q6_K as q - 32),
  * each SMMLA adds the 2x2 dots of 8 elements, sub-block (Q4_K/Q5_K: 32, Q6_K: 16) results are
  * scaled in int32 with the rows' scales, then the float chain of kernels.h per pair. Integer
  * sums are exact, so every element equals the scalar reference (and the dotprod vec_dot, used
@@ -288,17 +289,279 @@ static void gemm(const int t, dot_fn dot, int64_t n, const uint8_t *w, size_t ws
         for (int64_t k = r < nr2 ? nt2 : 0; k < nt; k++) y[k * ldy + r] = dot(w + (size_t)r * ws, a + (size_t)k * as, n);
 }
 
+/* ---- the K-quant prefill: 4 rows x up to 64 tokens per decode ----
+ * Per group of up to KQ_TG tokens and chunk of KQ_CH super-blocks, the activations are
+ * rearranged once into per-(super-block, token pair) records (SMMLA operands: 2 tokens x 8
+ * consecutive int8 per 16 bytes, the pair's scales, the Q4_K/Q5_K bsum pairs); then every
+ * 4-row quad decodes each super-block once into row-pair operands and runs all token pairs
+ * on them, 4 at a time. Sub-block scales: the SMMLA chains run on through a super-block
+ * (P_j = sum of sub-blocks 0..j) and V = sum_j P_j (sc_j - sc_{j+1}) (sc past the end = 0),
+ * which is sum_j sc_j S_j exactly: no accumulator reset per sub-block (int32 wraps modulo
+ * 2^32 in between; the final value fits). The float chain per (row, token) is kernels.h's,
+ * lane by lane, super-blocks in order (partial sums through y between chunks): every
+ * output equals the scalar vec_dot bit for bit. */
+#define KQ_TG 64 /* tokens per group */
+#define KQ_TP (KQ_TG / 2)
+#define KQ_CH 2 /* super-blocks per chunk: 2 x 16 KiB of operands + 2 x 32 x 48 bytes on the stack */
+
+/* the operands of a chunk: x[b][c][tp] = tokens (2 tp, 2 tp + 1) x elements 8c..8c+7 of
+ * super-block b (the 4 token pairs of a tile side by side: two LDP per chunk) */
+typedef int8_t kq_x[KZK_QK / 8][KQ_TP][16];
+/* per (super-block, token pair): the scales as (t, t+1, t, t+1), the Q4_K/Q5_K bsum pairs */
+typedef struct {
+    float da[4];
+    int16_t bp[2][8]; /* per token: bsums[2j] + bsums[2j + 1] (sub-block j) */
+} kq_info;
+
+/* one quad's super-block: w[c] = row pairs (0,1), (2,3) x elements 8c..8c+7 (one LDP), the
+ * scale differences as (r, r, r', r') int32, d / dmin as (r, r, r', r'), the mins per row */
+typedef struct {
+    int8_t w[KZK_QK / 8][2][16];
+    int32_t ds[2][16][4];
+    float d[2][4], dmin[2][4];
+    int16_t m[4][8];
+} kq_quad;
+
+static void kq_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, int nbc, kq_x *xs, kq_info *inf) {
+    for (int tp = 0; tp < ntp; tp++) {
+        const uint8_t *a0 = a + (size_t)(2 * tp) * as + (size_t)b0 * KZK_A_BYTES;
+        const uint8_t *a1 = a + (size_t)(2 * tp + 1 < nt ? 2 * tp + 1 : nt - 1) * as + (size_t)b0 * KZK_A_BYTES;
+        for (int b = 0; b < nbc; b++, a0 += KZK_A_BYTES, a1 += KZK_A_BYTES) {
+            for (int i = 0; i < KZK_QK; i += 16) {
+                const int64x2_t l0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 4 + i));
+                const int64x2_t l1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 4 + i));
+                vst1q_s8(xs[b][i / 8][tp], vreinterpretq_s8_s64(vzip1q_s64(l0, l1)));
+                vst1q_s8(xs[b][i / 8 + 1][tp], vreinterpretq_s8_s64(vzip2q_s64(l0, l1)));
+            }
+            kq_info *r = inf + b * KQ_TP + tp;
+            const float d0 = kzk_act_d(a0), d1 = kzk_act_d(a1);
+            r->da[0] = r->da[2] = d0;
+            r->da[1] = r->da[3] = d1;
+            for (int k = 0; k < 2; k++) {
+                const uint8_t *bs = (k ? a1 : a0) + 260;
+                const int16x8_t s0 = vreinterpretq_s16_u8(vld1q_u8(bs)), s1 = vreinterpretq_s16_u8(vld1q_u8(bs + 16));
+                vst1q_s16(r->bp[k], vpaddq_s16(s0, s1)); /* |pair| <= 2 * 32 * 128: no wrap */
+            }
+        }
+    }
+}
+
+/* ds[j] = (a_j, a_j, b_j, b_j) for j = 0..7 from the int16 scale differences of rows a, b */
+KZ_INL void kq_ds8(int16x8_t da, int16x8_t db, int32_t (*ds)[4]) {
+    const int32x4_t a[2] = { vmovl_s16(vget_low_s16(da)), vmovl_high_s16(da) };
+    const int32x4_t b[2] = { vmovl_s16(vget_low_s16(db)), vmovl_high_s16(db) };
+    for (int h = 0; h < 2; h++) {
+        const int64x2_t aa0 = vreinterpretq_s64_s32(vzip1q_s32(a[h], a[h])), aa1 = vreinterpretq_s64_s32(vzip2q_s32(a[h], a[h]));
+        const int64x2_t bb0 = vreinterpretq_s64_s32(vzip1q_s32(b[h], b[h])), bb1 = vreinterpretq_s64_s32(vzip2q_s32(b[h], b[h]));
+        vst1q_s32(ds[4 * h + 0], vreinterpretq_s32_s64(vzip1q_s64(aa0, bb0)));
+        vst1q_s32(ds[4 * h + 1], vreinterpretq_s32_s64(vzip2q_s64(aa0, bb0)));
+        vst1q_s32(ds[4 * h + 2], vreinterpretq_s32_s64(vzip1q_s64(aa1, bb1)));
+        vst1q_s32(ds[4 * h + 3], vreinterpretq_s32_s64(vzip2q_s64(aa1, bb1)));
+    }
+}
+
+/* rows x[0..3] (one super-block each) into q */
+KZ_INL void kq_decode(const int t, const uint8_t *const x[4], kq_quad *q) {
+    const int16x8_t z = vdupq_n_s16(0);
+    KZ_UNROLL(2)
+    for (int rp = 0; rp < 2; rp++) {
+        const uint8_t *xa = x[2 * rp], *xb = x[2 * rp + 1];
+        if (t == 6) {
+            const int8x16_t k32 = vdupq_n_s8(32);
+            KZ_UNROLL(2)
+            for (int c = 0; c < 2; c++)
+                KZ_UNROLL(2)
+                for (int hl = 0; hl < 2; hl++) {
+                    uint8x16_t ua[4], ub[4];
+                    kz_arm_q6_codes(xa, c, hl, ua);
+                    kz_arm_q6_codes(xb, c, hl, ub);
+                    KZ_UNROLL(4)
+                    for (int g = 0; g < 4; g++) {
+                        const int e = (128 * c + 32 * g + 16 * hl) / 8; /* first chunk */
+                        const int64x2_t va = vreinterpretq_s64_s8(vsubq_s8(vreinterpretq_s8_u8(ua[g]), k32));
+                        const int64x2_t vb = vreinterpretq_s64_s8(vsubq_s8(vreinterpretq_s8_u8(ub[g]), k32));
+                        vst1q_s8(q->w[e][rp], vreinterpretq_s8_s64(vzip1q_s64(va, vb)));
+                        vst1q_s8(q->w[e + 1][rp], vreinterpretq_s8_s64(vzip2q_s64(va, vb)));
+                    }
+                }
+            /* scale differences sc_j - sc_{j+1}, sc_16 = 0 */
+            const int8x16_t sa = vld1q_s8((const int8_t *)(xa + 192)), sb = vld1q_s8((const int8_t *)(xb + 192));
+            const int16x8_t a0 = vmovl_s8(vget_low_s8(sa)), a1 = vmovl_high_s8(sa);
+            const int16x8_t b0 = vmovl_s8(vget_low_s8(sb)), b1 = vmovl_high_s8(sb);
+            kq_ds8(vsubq_s16(a0, vextq_s16(a0, a1, 1)), vsubq_s16(b0, vextq_s16(b0, b1, 1)), q->ds[rp]);
+            kq_ds8(vsubq_s16(a1, vextq_s16(a1, z, 1)), vsubq_s16(b1, vextq_s16(b1, z, 1)), q->ds[rp] + 8);
+            q->d[rp][0] = q->d[rp][1] = kz_fp16_to_f32(kzk_rd16(xa + 208));
+            q->d[rp][2] = q->d[rp][3] = kz_fp16_to_f32(kzk_rd16(xb + 208));
+        } else {
+            const int q5 = t == 5;
+            const uint8x16_t ha0 = q5 ? vld1q_u8(xa + 16) : vdupq_n_u8(0), ha1 = q5 ? vld1q_u8(xa + 32) : vdupq_n_u8(0);
+            const uint8x16_t hb0 = q5 ? vld1q_u8(xb + 16) : vdupq_n_u8(0), hb1 = q5 ? vld1q_u8(xb + 32) : vdupq_n_u8(0);
+            KZ_UNROLL(4)
+            for (int c = 0; c < 4; c++) {
+                uint8x16_t ua[4], ub[4];
+                kz_arm_q45_codes(q5, xa + (q5 ? 48 : 16), ha0, ha1, c, ua);
+                kz_arm_q45_codes(q5, xb + (q5 ? 48 : 16), hb0, hb1, c, ub);
+                KZ_UNROLL(4)
+                for (int i = 0; i < 4; i++) {
+                    const int e = (64 * c + 16 * i) / 8;
+                    const int64x2_t va = vreinterpretq_s64_u8(ua[i]), vb = vreinterpretq_s64_u8(ub[i]);
+                    vst1q_s8(q->w[e][rp], vreinterpretq_s8_s64(vzip1q_s64(va, vb)));
+                    vst1q_s8(q->w[e + 1][rp], vreinterpretq_s8_s64(vzip2q_s64(va, vb)));
+                }
+            }
+            uint8_t sc[2][8], mn[2][8];
+            kzk_scales_mins(xa + 4, sc[0], mn[0]);
+            kzk_scales_mins(xb + 4, sc[1], mn[1]);
+            const int16x8_t a = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sc[0]))), b = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sc[1])));
+            kq_ds8(vsubq_s16(a, vextq_s16(a, z, 1)), vsubq_s16(b, vextq_s16(b, z, 1)), q->ds[rp]);
+            vst1q_s16(q->m[2 * rp], vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn[0]))));
+            vst1q_s16(q->m[2 * rp + 1], vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn[1]))));
+            q->d[rp][0] = q->d[rp][1] = kz_fp16_to_f32(kzk_rd16(xa));
+            q->d[rp][2] = q->d[rp][3] = kz_fp16_to_f32(kzk_rd16(xb));
+            q->dmin[rp][0] = q->dmin[rp][1] = kz_fp16_to_f32(kzk_rd16(xa + 2));
+            q->dmin[rp][2] = q->dmin[rp][3] = kz_fp16_to_f32(kzk_rd16(xb + 2));
+        }
+    }
+}
+
+/* sum_j m[j] * bp[j] of rows (ra, rb) x the pair's tokens, as (ra t, ra t', rb t, rb t') */
+KZ_INL int32x4_t kq_summ(const int16_t *ma, const int16_t *mb, const kq_info *r) {
+    const int16x8_t a = vld1q_s16(ma), b = vld1q_s16(mb), p0 = vld1q_s16(r->bp[0]), p1 = vld1q_s16(r->bp[1]);
+    const int32x4_t a0 = vmlal_high_s16(vmull_s16(vget_low_s16(a), vget_low_s16(p0)), a, p0);
+    const int32x4_t a1 = vmlal_high_s16(vmull_s16(vget_low_s16(a), vget_low_s16(p1)), a, p1);
+    const int32x4_t b0 = vmlal_high_s16(vmull_s16(vget_low_s16(b), vget_low_s16(p0)), b, p0);
+    const int32x4_t b1 = vmlal_high_s16(vmull_s16(vget_low_s16(b), vget_low_s16(p1)), b, p1);
+    return vpaddq_s32(vpaddq_s32(a0, a1), vpaddq_s32(b0, b1));
+}
+
+/* TPN token pairs (operands x[c][0..TPN), infos inf[0..TPN)) x the quad q: the super-block's
+ * float step into acc[rp][tp] */
+KZ_INL void kq_tile(const int t, const int TPN, const kq_quad *q, const int8_t (*x)[KQ_TP][16], const kq_info *inf,
+                    float32x4_t (*acc)[KQ_TP]) {
+    const int nsb = t == 6 ? 16 : 8, cps = t == 6 ? 2 : 4; /* sub-blocks, 8-element chunks per sub-block */
+    int32x4_t P[2][4], V[2][4];
+    KZ_UNROLL(4)
+    for (int tp = 0; tp < TPN; tp++) P[0][tp] = P[1][tp] = V[0][tp] = V[1][tp] = vdupq_n_s32(0);
+    for (int j = 0; j < nsb; j++) {
+        KZ_UNROLL(4)
+        for (int ci = 0; ci < cps; ci++) {
+            const int c = j * cps + ci;
+            const int8x16_t wa = vld1q_s8(q->w[c][0]), wb = vld1q_s8(q->w[c][1]);
+            KZ_UNROLL(4)
+            for (int tp = 0; tp < TPN; tp++) {
+                const int8x16_t xv = vld1q_s8(x[c][tp]);
+                P[0][tp] = vmmlaq_s32(P[0][tp], wa, xv);
+                P[1][tp] = vmmlaq_s32(P[1][tp], wb, xv);
+            }
+        }
+        const int32x4_t da = vld1q_s32(q->ds[0][j]), db = vld1q_s32(q->ds[1][j]);
+        KZ_UNROLL(4)
+        for (int tp = 0; tp < TPN; tp++) {
+            V[0][tp] = vmlaq_s32(V[0][tp], P[0][tp], da);
+            V[1][tp] = vmlaq_s32(V[1][tp], P[1][tp], db);
+        }
+    }
+    KZ_UNROLL(4)
+    for (int tp = 0; tp < TPN; tp++) {
+        const float32x4_t dat = vld1q_f32(inf[tp].da);
+        for (int rp = 0; rp < 2; rp++) {
+            const float32x4_t dd = vmulq_f32(dat, vld1q_f32(q->d[rp]));
+            float32x4_t s = vaddq_f32(acc[rp][tp], vmulq_f32(dd, vcvtq_f32_s32(V[rp][tp])));
+            if (t != 6) {
+                const float32x4_t dm = vmulq_f32(dat, vld1q_f32(q->dmin[rp]));
+                s = vsubq_f32(s, vmulq_f32(dm, vcvtq_f32_s32(kq_summ(q->m[2 * rp], q->m[2 * rp + 1], &inf[tp]))));
+            }
+            acc[rp][tp] = s;
+        }
+    }
+}
+
+typedef void (*kq_tile_fn)(const kq_quad *q, const int8_t (*x)[KQ_TP][16], const kq_info *inf, float32x4_t (*acc)[KQ_TP]);
+#define KQ_TILE(T, N)                                                                                      \
+    static __attribute__((noinline)) void kq_tile##T##_##N(const kq_quad *q, const int8_t (*x)[KQ_TP][16], \
+                                                           const kq_info *inf, float32x4_t (*acc)[KQ_TP]) { \
+        kq_tile(T, N, q, x, inf, acc);                                                                     \
+    }
+KQ_TILE(4, 4)
+KQ_TILE(4, 1)
+KQ_TILE(5, 4)
+KQ_TILE(5, 1)
+KQ_TILE(6, 4)
+KQ_TILE(6, 1)
+
+/* rows [0, nr - nr % 4) x all nt >= 2 tokens */
+KZ_INL void kq_prefill(const int t, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
+                       int64_t nt, float *y, int64_t ldy) {
+    const int64_t nb = n / KZK_QK, nr4 = nr - nr % 4;
+    const size_t wbs = t == 6 ? KZK_Q6_BYTES : t == 5 ? KZK_Q5_BYTES : KZK_Q4_BYTES;
+    const kq_tile_fn t4 = t == 4 ? kq_tile4_4 : t == 5 ? kq_tile5_4 : kq_tile6_4;
+    const kq_tile_fn t1 = t == 4 ? kq_tile4_1 : t == 5 ? kq_tile5_1 : kq_tile6_1;
+    kq_x xs[KQ_CH];
+    kq_info inf[KQ_CH * KQ_TP];
+    kq_quad q;
+    float32x4_t acc[2][KQ_TP];
+    for (int64_t tg = 0; tg < nt; tg += KQ_TG) {
+        const int ntg = nt - tg < KQ_TG ? (int)(nt - tg) : KQ_TG, ntp = (ntg + 1) / 2;
+        const uint8_t *ag = a + (size_t)tg * as;
+        for (int64_t b0 = 0; b0 < nb; b0 += KQ_CH) {
+            const int nbc = nb - b0 < KQ_CH ? (int)(nb - b0) : KQ_CH;
+            kq_prep(ag, as, ntg, ntp, b0, nbc, xs, inf);
+            for (int64_t r0 = 0; r0 < nr4; r0 += 4) {
+                for (int tp = 0; tp < ntp; tp++) {
+                    const int64_t t0 = tg + 2 * tp, t1 = 2 * tp + 1 < ntg ? t0 + 1 : t0;
+                    if (b0 > 0) { /* rows 0..3 of tokens t0, t1 -> row pairs (0,1), (2,3) */
+                        const float32x4_t u = vld1q_f32(y + t0 * ldy + r0), v = vld1q_f32(y + t1 * ldy + r0);
+                        acc[0][tp] = vzip1q_f32(u, v);
+                        acc[1][tp] = vzip2q_f32(u, v);
+                    } else {
+                        acc[0][tp] = acc[1][tp] = vdupq_n_f32(0.0f);
+                    }
+                }
+                for (int b = 0; b < nbc; b++) {
+                    const uint8_t *x[4];
+                    for (int r = 0; r < 4; r++) x[r] = w + (size_t)(r0 + r) * ws + (size_t)(b0 + b) * wbs;
+                    kq_decode(t, x, &q);
+                    int tp = 0;
+                    for (; tp + 4 <= ntp; tp += 4)
+                        t4(&q, (const int8_t(*)[KQ_TP][16])&xs[b][0][tp], inf + b * KQ_TP + tp,
+                           (float32x4_t(*)[KQ_TP])&acc[0][tp]);
+                    for (; tp < ntp; tp++)
+                        t1(&q, (const int8_t(*)[KQ_TP][16])&xs[b][0][tp], inf + b * KQ_TP + tp,
+                           (float32x4_t(*)[KQ_TP])&acc[0][tp]);
+                }
+                for (int tp = 0; tp < ntp; tp++) {
+                    const int64_t t0 = tg + 2 * tp;
+                    vst1q_f32(y + t0 * ldy + r0, vuzp1q_f32(acc[0][tp], acc[1][tp]));
+                    if (2 * tp + 1 < ntg) vst1q_f32(y + (t0 + 1) * ldy + r0, vuzp2q_f32(acc[0][tp], acc[1][tp]));
+                }
+            }
+        }
+    }
+}
+
+/* n_tok >= 2: the quads, then the leftover rows by the dot; one token: the dotprod dots */
+KZ_INL void kq_gemm(const int t, dot_fn dot, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
+                    size_t as, int64_t nt, float *y, int64_t ldy) {
+    if (nt < 2 || nr < 4) {
+        gemm(t, dot, n, w, ws, nr, a, as, nt, y, ldy);
+        return;
+    }
+    kq_prefill(t, n, w, ws, nr, a, as, nt, y, ldy);
+    for (int64_t r = nr - nr % 4; r < nr; r++)
+        for (int64_t k = 0; k < nt; k++) y[k * ldy + r] = dot(w + (size_t)r * ws, a + (size_t)k * as, n);
+}
+
 void kz_i8mm_gemm_q4_K(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
                        int64_t ldy) {
-    gemm(4, kz_dotprod_dot_q4_K, n, w, ws, nr, a, as, nt, y, ldy);
+    kq_gemm(4, kz_dotprod_dot_q4_K, n, w, ws, nr, a, as, nt, y, ldy);
 }
 void kz_i8mm_gemm_q5_K(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
                        int64_t ldy) {
-    gemm(5, kz_dotprod_dot_q5_K, n, w, ws, nr, a, as, nt, y, ldy);
+    kq_gemm(5, kz_dotprod_dot_q5_K, n, w, ws, nr, a, as, nt, y, ldy);
 }
 void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
                        int64_t ldy) {
-    gemm(6, kz_dotprod_dot_q6_K, n, w, ws, nr, a, as, nt, y, ldy);
+    kq_gemm(6, kz_dotprod_dot_q6_K, n, w, ws, nr, a, as, nt, y, ldy);
 }
 
 /* GCC's pre-RA scheduler hoists all 16 nibble decodes of a block ahead of the dots and then
@@ -328,44 +591,48 @@ void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const vo
 #include "matmul/arm/q4_0_16x4_tmpl.h"
 
 #define Q16I_TP 8  /* token pairs per tile (16 tokens) */
-#define Q16I_CH 64 /* blocks per chunk: 64 x 8 records of 96 bytes (48 KiB) on the stack */
+#define Q16I_CH 64 /* blocks per chunk: 64 x 8 records of 112 bytes (56 KiB) on the stack */
 
 /* one token pair x one block: x[16 c ..] = tokens (t, t+1) x elements 8c..8c+7; corr = the
- * tokens' -8 * sum(a), da = their scales, both as (t, t+1, t, t+1), the lane order of an SMMLA
- * result */
+ * tokens' -8 * sum(a), twice (the two row pairs' accumulators start from it: two loads in one
+ * LDP, no register copy), da = their scales, both as (t, t+1, t, t+1), the lane order of an
+ * SMMLA result */
 typedef struct {
     int8_t x[64];
-    int32_t corr[4];
+    int32_t corr[2][4];
     float da[4];
 } q16i_rec;
 
 /* records of token pairs [0, ntp) of the tokens at a (stride as; the last pair repeats token
  * nt - 1 where nt is odd), blocks [b0, b0 + nbc), at rec[b * Q16I_TP + tp] */
 static void q16i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, int nbc, q16i_rec *rec) {
+    const int32x4_t m8 = vdupq_n_s32(-8);
     for (int tp = 0; tp < ntp; tp++) {
         const uint8_t *a0 = a + (size_t)(2 * tp) * as + (size_t)b0 * 34;
         const uint8_t *a1 = a + (size_t)(2 * tp + 1 < nt ? 2 * tp + 1 : nt - 1) * as + (size_t)b0 * 34;
-        for (int b = 0; b < nbc; b++, a0 += 34, a1 += 34) {
-            q16i_rec *r = rec + b * Q16I_TP + tp;
+        q16i_rec *r = rec + tp;
+        for (int b = 0; b < nbc; b++, a0 += 34, a1 += 34, r += Q16I_TP) {
             const int64x2_t l0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 2)), h0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 18));
             const int64x2_t l1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 2)), h1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 18));
-            int8x16x4_t v;
-            v.val[0] = vreinterpretq_s8_s64(vzip1q_s64(l0, l1));
-            v.val[1] = vreinterpretq_s8_s64(vzip2q_s64(l0, l1));
-            v.val[2] = vreinterpretq_s8_s64(vzip1q_s64(h0, h1));
-            v.val[3] = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
-            vst1q_s8_x4(r->x, v);
-            /* -8 * sum(a) of both tokens as (t, t+1, t, t+1): int16 pair sums (|.| <= 4096), then
-             * pairwise adds down to one int32 per token */
-            const int16x8_t p0 = vpadalq_s8(vpaddlq_s8(vreinterpretq_s8_s64(l0)), vreinterpretq_s8_s64(h0));
-            const int16x8_t p1 = vpadalq_s8(vpaddlq_s8(vreinterpretq_s8_s64(l1)), vreinterpretq_s8_s64(h1));
-            const int32x4_t q = vpaddlq_s16(vpaddq_s16(p0, p1)); /* t, t, t+1, t+1 partial sums */
-            const int32x4_t c = vpaddq_s32(q, q);                /* t, t+1, t, t+1 */
-            vst1q_s32(r->corr, vmulq_n_s32(c, -8));
-            /* the scales (fp16 -> f32 is exact, as the reference's conversion) */
-            const uint16_t s1 = ld16(a1);
-            const uint16x4_t h = vset_lane_u16(s1, vset_lane_u16(s1, vdup_n_u16(ld16(a0)), 1), 3);
-            vst1q_f32(r->da, vcvt_f32_f16(vreinterpret_f16_u16(h)));
+            const int8x16_t v0 = vreinterpretq_s8_s64(vzip1q_s64(l0, l1)), v1 = vreinterpretq_s8_s64(vzip2q_s64(l0, l1));
+            const int8x16_t v2 = vreinterpretq_s8_s64(vzip1q_s64(h0, h1)), v3 = vreinterpretq_s8_s64(vzip2q_s64(h0, h1));
+            vst1q_s8(r->x, v0); /* separate stores (STP): no register moves for an ST1 list */
+            vst1q_s8(r->x + 16, v1);
+            vst1q_s8(r->x + 32, v2);
+            vst1q_s8(r->x + 48, v3);
+            /* -8 * sum(a) of both tokens as (t, t+1, t, t+1): int16 sums of the zipped operands
+             * (8 lanes per token, |.| <= 512), int32 pairs, one pairwise add */
+            int16x8_t p = vpaddlq_s8(v0);
+            p = vpadalq_s8(p, v1);
+            p = vpadalq_s8(p, v2);
+            p = vpadalq_s8(p, v3); /* t t t t t+1 t+1 t+1 t+1 ... by 64-bit halves */
+            const int32x4_t q = vpaddlq_s16(p);            /* t, t, t+1, t+1 */
+            const int32x4_t c = vmulq_s32(vpaddq_s32(q, q), m8); /* t, t+1, t, t+1 */
+            vst1q_s32(r->corr[0], c);
+            vst1q_s32(r->corr[1], c);
+            /* the scales (fp16 -> f32 is exact, as the reference's conversion) as (t, t+1, t, t+1) */
+            const uint32_t h2 = (uint32_t)ld16(a0) | (uint32_t)ld16(a1) << 16;
+            vst1q_f32(r->da, vcvt_f32_f16(vreinterpret_f16_u32(vdup_n_u32(h2))));
         }
     }
 }
@@ -373,17 +640,17 @@ static void q16i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, 
 #define Q16I_LO(z) vreinterpretq_s8_u8(vandq_u8(z, m))
 #define Q16I_HI(z) vreinterpretq_s8_u8(vshrq_n_u8(z, 4))
 
-/* 4 rows (p: the quad's first dword in a block, dwp: its 4 fp16 scales) x TPN token pairs
- * (records rec[b * Q16I_TP + tp]) over nbc blocks; yp[2 tp], yp[2 tp + 1]: the pair's output
- * rows at the quad's first row (partial sums read first when resume); the second token of the
- * last pair is written only when wr_last (else it is padding: yp repeats the first) */
-KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *dwp, const q16i_rec *rec,
-                      float *const *yp, int wr_last, int resume) {
+/* 4 rows (p: the quad's first dword in a block, its 4 fp16 scales at p + doff) x TPN token
+ * pairs (records rec[b * Q16I_TP + tp]) over nbc blocks; yp[2 tp] + r0, yp[2 tp + 1] + r0: the
+ * pair's outputs of the quad's first row (partial sums read first when resume); the second token
+ * of the last pair is written only when wr_last (else it is padding: yp repeats the first) */
+KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, ptrdiff_t doff, const q16i_rec *rec,
+                      float *const *yp, int64_t r0, int wr_last, int resume) {
     float32x4_t acc[2][Q16I_TP];
     KZ_UNROLL(8)
     for (int tp = 0; tp < TPN; tp++) {
         if (resume) { /* rows 0..3 of tokens 2tp, 2tp+1 -> row pairs (0,1), (2,3) of the pair */
-            const float32x4_t u = vld1q_f32(yp[2 * tp]), v = vld1q_f32(yp[2 * tp + 1]);
+            const float32x4_t u = vld1q_f32(yp[2 * tp] + r0), v = vld1q_f32(yp[2 * tp + 1] + r0);
             acc[0][tp] = vzip1q_f32(u, v);
             acc[1][tp] = vzip2q_f32(u, v);
         } else {
@@ -392,7 +659,7 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *d
         }
     }
     const uint8x16_t m = vdupq_n_u8(15);
-    for (int b = 0; b < nbc; b++, p += Q16X4_BB, dwp += Q16X4_BB, rec += Q16I_TP) {
+    for (int b = 0; b < nbc; b++, p += Q16X4_BB, rec += Q16I_TP) {
         const uint32x4_t d0 = vreinterpretq_u32_u8(vld1q_u8(p)), d1 = vreinterpretq_u32_u8(vld1q_u8(p + 64));
         const uint32x4_t d2 = vreinterpretq_u32_u8(vld1q_u8(p + 128)), d3 = vreinterpretq_u32_u8(vld1q_u8(p + 192));
         /* rows (0,1) / (2,3) x bytes 0..7 (z0a / z0b) and 8..15 (z1a / z1b) */
@@ -401,20 +668,22 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *d
         /* operands of elements 0..7, 8..15, 16..23, 24..31 per row pair */
         const int8x16_t wa0 = Q16I_LO(z0a), wa1 = Q16I_LO(z1a), wa2 = Q16I_HI(z0a), wa3 = Q16I_HI(z1a);
         const int8x16_t wb0 = Q16I_LO(z0b), wb1 = Q16I_LO(z1b), wb2 = Q16I_HI(z0b), wb3 = Q16I_HI(z1b);
-        const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(dwp)));
+        const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(p + doff)));
         const float32x4_t dwa = vzip1q_f32(dw, dw), dwb = vzip2q_f32(dw, dw); /* r0 r0 r1 r1 / r2 r2 r3 r3 */
         KZ_UNROLL(8)
         for (int tp = 0; tp < TPN; tp++) {
-            const int8x16x4_t x = vld1q_s8_x4(rec[tp].x);
-            const int32x4_t c = vld1q_s32(rec[tp].corr);
-            int32x4_t sa = vmmlaq_s32(c, wa0, x.val[0]);
-            int32x4_t sb = vmmlaq_s32(c, wb0, x.val[0]);
-            sa = vmmlaq_s32(sa, wa1, x.val[1]);
-            sb = vmmlaq_s32(sb, wb1, x.val[1]);
-            sa = vmmlaq_s32(sa, wa2, x.val[2]);
-            sb = vmmlaq_s32(sb, wb2, x.val[2]);
-            sa = vmmlaq_s32(sa, wa3, x.val[3]);
-            sb = vmmlaq_s32(sb, wb3, x.val[3]);
+            const int8x16_t x0 = vld1q_s8(rec[tp].x), x1 = vld1q_s8(rec[tp].x + 16);
+            const int8x16_t x2 = vld1q_s8(rec[tp].x + 32), x3 = vld1q_s8(rec[tp].x + 48);
+            int32x4_t sa = vld1q_s32(rec[tp].corr[0]);
+            int32x4_t sb = vld1q_s32(rec[tp].corr[1]);
+            sa = vmmlaq_s32(sa, wa0, x0);
+            sb = vmmlaq_s32(sb, wb0, x0);
+            sa = vmmlaq_s32(sa, wa1, x1);
+            sb = vmmlaq_s32(sb, wb1, x1);
+            sa = vmmlaq_s32(sa, wa2, x2);
+            sb = vmmlaq_s32(sb, wb2, x2);
+            sa = vmmlaq_s32(sa, wa3, x3);
+            sb = vmmlaq_s32(sb, wb3, x3);
             const float32x4_t da = vld1q_f32(rec[tp].da);
             acc[0][tp] = vaddq_f32(acc[0][tp], vmulq_f32(vcvtq_f32_s32(sa), vmulq_f32(dwa, da)));
             acc[1][tp] = vaddq_f32(acc[1][tp], vmulq_f32(vcvtq_f32_s32(sb), vmulq_f32(dwb, da)));
@@ -422,16 +691,16 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, const uint8_t *d
     }
     KZ_UNROLL(8)
     for (int tp = 0; tp < TPN; tp++) {
-        vst1q_f32(yp[2 * tp], vuzp1q_f32(acc[0][tp], acc[1][tp]));
-        if (tp < TPN - 1 || wr_last) vst1q_f32(yp[2 * tp + 1], vuzp2q_f32(acc[0][tp], acc[1][tp]));
+        vst1q_f32(yp[2 * tp] + r0, vuzp1q_f32(acc[0][tp], acc[1][tp]));
+        if (tp < TPN - 1 || wr_last) vst1q_f32(yp[2 * tp + 1] + r0, vuzp2q_f32(acc[0][tp], acc[1][tp]));
     }
 }
 
-#define Q16I_TILE(N)                                                                              \
-    static __attribute__((noinline)) void q16i_tile##N(int nbc, const uint8_t *p, const uint8_t *dwp,  \
-                                                        const q16i_rec *rec, float *const *yp, int wr_last, \
-                                                        int resume) {                            \
-        q16i_tile(N, nbc, p, dwp, rec, yp, wr_last, resume);                                      \
+#define Q16I_TILE(N)                                                                                       \
+    static __attribute__((noinline)) void q16i_tile##N(int nbc, const uint8_t *p, ptrdiff_t doff,          \
+                                                        const q16i_rec *rec, float *const *yp, int64_t r0, \
+                                                        int wr_last, int resume) {                         \
+        q16i_tile(N, nbc, p, doff, rec, yp, r0, wr_last, resume);                                          \
     }
 Q16I_TILE(8)
 Q16I_TILE(4)
@@ -454,18 +723,16 @@ static void q16i_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t
             q16i_prep(ag, as, ntg, ntp, b0, nbc, rec);
             for (int64_t r0 = 0; r0 < nr; r0 += 4) {
                 const uint8_t *p = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * Q16X4_BB + 16 * (r0 % 16 / 4);
-                const uint8_t *dwp = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * Q16X4_BB + 256 + 2 * (r0 % 16);
-                float *yq[2 * Q16I_TP];
-                for (int t = 0; t < 2 * ntp; t++) yq[t] = yp[t] + r0;
+                const ptrdiff_t doff = 256 + 2 * (r0 % 16) - 16 * (r0 % 16 / 4); /* scales, from p */
                 for (int tp0 = 0; tp0 < ntp;) {
                     const int w = ntp - tp0 >= 8 ? 8 : ntp - tp0 >= 4 ? 4 : ntp - tp0 >= 2 ? 2 : 1;
                     const int wr_last = 2 * (tp0 + w) <= ntg; /* the tile's last pair has a real second token */
-                    float *const *yt = yq + 2 * tp0;
+                    float *const *yt = yp + 2 * tp0;
                     const q16i_rec *rt = rec + tp0;
-                    if (w == 8) q16i_tile8(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
-                    else if (w == 4) q16i_tile4(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
-                    else if (w == 2) q16i_tile2(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
-                    else q16i_tile1(nbc, p, dwp, rt, yt, wr_last, b0 > 0);
+                    if (w == 8) q16i_tile8(nbc, p, doff, rt, yt, r0, wr_last, b0 > 0);
+                    else if (w == 4) q16i_tile4(nbc, p, doff, rt, yt, r0, wr_last, b0 > 0);
+                    else if (w == 2) q16i_tile2(nbc, p, doff, rt, yt, r0, wr_last, b0 > 0);
+                    else q16i_tile1(nbc, p, doff, rt, yt, r0, wr_last, b0 > 0);
                     tp0 += w;
                 }
             }

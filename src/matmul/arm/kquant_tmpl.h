@@ -1,7 +1,10 @@
 /* Q4_K / Q5_K / Q6_K x Q8_K kernels for AArch64, included once per variant:
  *   KA(name)      suffixes a name with the variant; KA_EXPORT(name) the exported name;
  *   KA_DOT32(w0, w1, a0, a1)  int32 sum of the 32 products w * a of two int8x16 pairs
- *                 (NEON: SMULL/SMLAL pairs, |w * a| <= 63 * 128 so two fit int16; dotprod: SDOT).
+ *                 (NEON: SMULL/SMLAL pairs, |w * a| <= 63 * 128 so two fit int16; dotprod: SDOT);
+ *   KA_DOT32V / KA_DOT16V (optional, dotprod) the same of 32 / 16 products as 4 int32 partial
+ *                 lanes: the sub-block scales multiply whole vectors, one horizontal add per
+ *                 super-block (exact integers: the same sumi).
  * Codes are kept in int8 (unsigned 0..31 for Q4_K/Q5_K, q - 32 for Q6_K), sums per sub-block are
  * exact, scales applied in int32 as in the scalar reference, then kzk_fin_* in its float order:
  * bit-identical to the scalar reference whatever the tile (gemm calls the same dot). */
@@ -18,16 +21,29 @@ KZ_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int3
         h1 = vld1q_u8(x + 32);
     }
     int32_t sumi = 0;
+#if defined(KA_DOT32V)
+    int32x4_t vsum = vdupq_n_s32(0);
+#endif
     for (int c = 0; c < 4; c++) {
         uint8x16_t u[4];
         kz_arm_q45_codes(q5, qs, h0, h1, c, u);
         const int8_t *a0 = q8 + 64 * c;
+#if defined(KA_DOT32V)
+        vsum = vmlaq_n_s32(vsum, KA_DOT32V(vreinterpretq_s8_u8(u[0]), vreinterpretq_s8_u8(u[1]), vld1q_s8(a0), vld1q_s8(a0 + 16)),
+                           sc[2 * c]);
+        vsum = vmlaq_n_s32(vsum, KA_DOT32V(vreinterpretq_s8_u8(u[2]), vreinterpretq_s8_u8(u[3]), vld1q_s8(a0 + 32), vld1q_s8(a0 + 48)),
+                           sc[2 * c + 1]);
+#else
         const int32_t s0 =
             KA_DOT32(vreinterpretq_s8_u8(u[0]), vreinterpretq_s8_u8(u[1]), vld1q_s8(a0), vld1q_s8(a0 + 16));
         const int32_t s1 =
             KA_DOT32(vreinterpretq_s8_u8(u[2]), vreinterpretq_s8_u8(u[3]), vld1q_s8(a0 + 32), vld1q_s8(a0 + 48));
         sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+#endif
     }
+#if defined(KA_DOT32V)
+    sumi = vaddvq_s32(vsum);
+#endif
     /* min term: 8 mins x pairwise bsums (int16 pair sums <= 4064) */
     int16_t bs[16];
     memcpy(bs, a + 260, 32);
@@ -42,6 +58,9 @@ KZ_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
     const int8_t *q8 = (const int8_t *)(a + 4);
     const int8x16_t k32 = vdupq_n_s8(32);
     int32_t sumi = 0;
+#if defined(KA_DOT16V)
+    int32x4_t vsum = vdupq_n_s32(0);
+#endif
     for (int c = 0; c < 2; c++) {
         for (int hlf = 0; hlf < 2; hlf++) { /* l in [16 hlf, 16 hlf + 16) of each 32-element group */
             uint8x16_t u[4];
@@ -50,10 +69,17 @@ KZ_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
                 /* elements 128c + 32g + 16hlf .. +15 = scale group 8c + 2g + hlf */
                 const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(u[g]), k32);
                 const int8x16_t av = vld1q_s8(q8 + 128 * c + 32 * g + 16 * hlf);
+#if defined(KA_DOT16V)
+                vsum = vmlaq_n_s32(vsum, KA_DOT16V(q, av), sc[8 * c + 2 * g + hlf]);
+#else
                 sumi += sc[8 * c + 2 * g + hlf] * KA_DOT32(q, vdupq_n_s8(0), av, vdupq_n_s8(0));
+#endif
             }
         }
     }
+#if defined(KA_DOT16V)
+    sumi = vaddvq_s32(vsum);
+#endif
     return sumi;
 }
 

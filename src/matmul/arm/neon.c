@@ -46,10 +46,9 @@ size_t kz_neon_quant_q8_0(const float *x, void *dst, int64_t n) {
         for (int j = 0; j < 4; j++) {
             int32x4_t q[2];
             for (int k = 0; k < 2; k++) {
-                float32x4_t t = vmulq_n_f32(v[2 * j + k], id);
-                t = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(t), vceqq_f32(t, t)));
-                t = vminq_f32(vmaxq_f32(t, lo), hi);
-                q[k] = vcvtq_s32_f32(vrndaq_f32(t));
+                /* FMAX / FMIN keep a NaN, FCVTAS (round half away, as roundf) makes it 0 */
+                const float32x4_t t = vminq_f32(vmaxq_f32(vmulq_n_f32(v[2 * j + k], id), lo), hi);
+                q[k] = vcvtaq_s32_f32(t);
             }
             q16[j] = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]));
         }
