@@ -28,7 +28,7 @@ MODEL = ROOT / "models" / "kazeia-default.gguf"
 TEXT = ROOT / "training" / "data" / "heldout-sample.txt"
 TOKENIZER = ROOT / "training" / "tokenizer" / "tokenizer.json"
 CTX = 256
-MAX_PPL = 120.0  # the trained model's held-out perplexity is far below 4096 (uniform)
+MAX_PPL = 60.0  # the trained model: ~40 on this text; a uniform guess gives 4096
 
 
 def run_kz(*args, timeout=600):
