@@ -51,13 +51,13 @@ ko() { fail=$((fail + 1)); failed+=("$1"); echo "  FAIL $*"; }
 
 if bash tests/check_jni_so.sh "$BUILD/libkazeia_engine.so"; then ok "check_jni_so (aarch64)"; else ko check_jni_so; fi
 # extension instructions only where the dispatch guards them
-ext=$(for o in $(find "$BUILD/obj/src" "$BUILD/obj/jni" -name '*.o' ! -name dotprod.o ! -name i8mm.o); do
+ext=$(for o in $(find "$BUILD/obj/src" "$BUILD/obj/jni" -name '*.o' ! -name dotprod.o ! -name thin.o ! -name i8mm.o); do
         aarch64-linux-gnu-objdump -d "$o" | grep -qiE $'\t(sdot|udot|usdot|sudot|smmla|ummla|usmmla)\t' && echo "$o"
       done)
 if [ -z "$ext" ] && aarch64-linux-gnu-objdump -d "$BUILD/obj/src/matmul/arm/dotprod.o" | grep -qiE $'\tsdot\t'; then
-  ok "SDOT/SMMLA only in dotprod.o / i8mm.o"
+  ok "SDOT/SMMLA only in dotprod.o / thin.o / i8mm.o"
 else
-  ko "extension-instructions" "SDOT/SMMLA outside dotprod.o/i8mm.o: ${ext:-(or none in dotprod.o: objdump broken?)}"
+  ko "extension-instructions" "SDOT/SMMLA outside dotprod.o/thin.o/i8mm.o: ${ext:-(or none in dotprod.o: objdump broken?)}"
 fi
 
 # one test under qemu: NAME CPU BINARY; re-exec'ing tests go through KZ_TEST_EXEC
