@@ -11,7 +11,6 @@ text, never the held-out). Prints a Markdown table; tensors byte-identical betwe
 quantizers are counted per row.
 """
 import argparse
-import ctypes
 import re
 import subprocess
 import sys
@@ -20,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "py"))
+import kzutil  # noqa: E402  (llama.cpp's quantizer through llama-cpp-python)
 KZ = ROOT / "build" / "kazeia"
 # name -> llama.cpp's llama_ftype
 ROWS = [("F16", 1, False), ("Q8_0", 7, False), ("Q6_K", 18, False), ("Q5_K_M", 17, False),
@@ -43,23 +44,7 @@ def imatrix_values(path):
 
 
 def llama_quantize(src, out, ftype, imp=None):
-    import llama_cpp
-    p = llama_cpp.llama_model_quantize_default_params()
-    p.ftype = ftype
-    p.nthread = 2
-    keep = []
-    if imp:
-        arr = (llama_cpp.llama_model_imatrix_data * (len(imp) + 1))()
-        for i, (name, v) in enumerate(imp.items()):
-            v = np.ascontiguousarray(v, dtype=np.float32)
-            keep += [v, name.encode()]
-            arr[i].name = keep[-1]
-            arr[i].data = v.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-            arr[i].size = v.size
-        arr[len(imp)].name = None
-        p.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
-        keep.append(arr)
-    if llama_cpp.llama_model_quantize(str(src).encode(), str(out).encode(), ctypes.byref(p)) != 0:
+    if kzutil.lc_quantize(src, out, ftype, imp) != 0:
         sys.exit(f"llama.cpp quantize {out} failed")
 
 

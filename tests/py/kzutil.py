@@ -474,3 +474,36 @@ def gguf_f32(entry):
         return np.frombuffer(raw, dtype=np.float16).reshape(shape).astype(np.float32)
     rows = raw.reshape(shape[:-1] + (-1,)) if len(shape) > 1 else raw
     return gguf.quants.dequantize(np.asarray(rows), qt).reshape(shape).astype(np.float32)
+
+
+def window_nlls(logits, win):
+    """llama-perplexity's scoring of one window: -log p(win[i+1]) for i in [n/2, n-1), n = len(win),
+    log-softmax in float64"""
+    n = len(win)
+    first = n // 2
+    lg = np.asarray(logits[first:n - 1], dtype=np.float64)
+    mx = lg.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(lg - mx).sum(axis=1)) + mx[:, 0]
+    return lse - lg[np.arange(len(lg)), np.asarray(win[first + 1:n])]
+
+
+def lc_quantize(src, out, ftype, imp=None, nthread=2):
+    """llama.cpp's quantizer (llama_model_quantize) on src -> out; imp: {tensor: importance vector}"""
+    import ctypes
+    import llama_cpp
+    p = llama_cpp.llama_model_quantize_default_params()
+    p.ftype = ftype
+    p.nthread = nthread
+    keep = []
+    if imp:
+        arr = (llama_cpp.llama_model_imatrix_data * (len(imp) + 1))()
+        for i, (name, v) in enumerate(imp.items()):
+            v = np.ascontiguousarray(v, dtype=np.float32)
+            keep += [v, name.encode()]
+            arr[i].name = keep[-1]
+            arr[i].data = v.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+            arr[i].size = v.size
+        arr[len(imp)].name = None
+        p.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+        keep.append(arr)
+    return llama_cpp.llama_model_quantize(str(src).encode(), str(out).encode(), ctypes.byref(p))

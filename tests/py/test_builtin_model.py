@@ -66,14 +66,6 @@ def windows(ids):
     return [ids[i * CTX:(i + 1) * CTX] for i in range(n)]
 
 
-def nlls(logits, win):
-    first = CTX // 2
-    lg = np.asarray(logits[first:CTX - 1], dtype=np.float64)
-    mx = lg.max(axis=1, keepdims=True)
-    lse = np.log(np.exp(lg - mx).sum(axis=1)) + mx[:, 0]
-    return lse - lg[np.arange(len(lg)), np.asarray(win[first + 1:CTX])]
-
-
 def ppl(v):
     return float(np.exp(np.concatenate(v).mean()))
 
@@ -97,7 +89,7 @@ def test_perplexity_vs_transformers_and_llamacpp(ids, tmp_path):
     torch.set_num_threads(kzutil.THREADS)
     m = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=torch.float32, attn_implementation="eager").eval()
     with torch.no_grad():
-        ref = ppl([nlls(m(torch.tensor([w])).logits[0].float().numpy(), w) for w in wins])
+        ref = ppl([kzutil.window_nlls(m(torch.tensor([w])).logits[0].float().numpy(), w) for w in wins])
     assert abs(ours_f32 / ref - 1) < 1e-3, f"F32: ours {ours_f32} vs transformers {ref}"
     assert ref < MAX_PPL, f"held-out perplexity {ref}: not a trained model"
 
@@ -110,7 +102,7 @@ def test_perplexity_vs_transformers_and_llamacpp(ids, tmp_path):
         for w in wins:
             llm.reset()
             llm.eval(list(w))
-            lv.append(nlls(np.array(llm.scores[:CTX], dtype=np.float32), w))
+            lv.append(kzutil.window_nlls(np.array(llm.scores[:CTX], dtype=np.float32), w))
     finally:
         llm.close()
     lc = ppl(lv)

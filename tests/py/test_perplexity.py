@@ -62,15 +62,6 @@ def windows(text_file):
     return [ids[i * CTX:(i + 1) * CTX] for i in range(n)]
 
 
-def nlls(logits, win):
-    """-log p(win[i+1]) for i in [CTX/2, CTX-1), log-softmax in float64"""
-    first = CTX // 2
-    lg = np.asarray(logits[first:CTX - 1], dtype=np.float64)
-    mx = lg.max(axis=1, keepdims=True)
-    lse = np.log(np.exp(lg - mx).sum(axis=1)) + mx[:, 0]
-    return lse - lg[np.arange(len(lg)), np.asarray(win[first + 1:CTX])]
-
-
 def ppl_and_err(v):
     v = np.concatenate(v)
     m, m2 = v.mean(), (v * v).mean()
@@ -113,12 +104,12 @@ def test_perplexity_vs_transformers_and_llamacpp(arch, text_file, report):
 
     m = hf_model(arch)
     with torch.no_grad():
-        hf = [nlls(m(torch.tensor([w])).logits[0].float().numpy(), w) for w in wins]
+        hf = [kzutil.window_nlls(m(torch.tensor([w])).logits[0].float().numpy(), w) for w in wins]
     ref, ref_err = ppl_and_err(hf)
     assert abs(ours / ref - 1) < 1e-3, f"{arch}: ours {ours} vs transformers {ref}"
     assert abs(ours_err / ref_err - 1) < 1e-2, f"{arch}: standard error {ours_err} vs {ref_err}"
 
-    lc, _ = ppl_and_err([nlls(lg, w) for lg, w in zip(lc_window_logits(model, wins), wins)])
+    lc, _ = ppl_and_err([kzutil.window_nlls(lg, w) for lg, w in zip(lc_window_logits(model, wins), wins)])
     assert abs(ours / lc - 1) < 5e-3, f"{arch}: ours {ours} vs llama.cpp {lc}"
     print(f"\n{arch}: PPL ours {ours:.6g} +/- {ours_err:.4g}, transformers {ref:.6g} ({ours / ref - 1:+.2e}), "
           f"llama.cpp {lc:.6g} ({ours / lc - 1:+.2e})")

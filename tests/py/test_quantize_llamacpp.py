@@ -8,7 +8,6 @@ importance as llama-quantize computes it: in_sum2 / counts in float32):
   whole file (metadata, general.file_type, alignment);
 - our output loads and runs in llama.cpp and in ours, with close logits.
 """
-import ctypes
 import os
 import subprocess
 from pathlib import Path
@@ -73,23 +72,7 @@ def write_imatrix(src, path, skip):
 
 
 def llama_quantize(src, out, ftype, imp=None):
-    import llama_cpp
-    p = llama_cpp.llama_model_quantize_default_params()
-    p.ftype = ftype
-    p.nthread = 2
-    keep = []
-    if imp:
-        arr = (llama_cpp.llama_model_imatrix_data * (len(imp) + 1))()
-        for i, (name, v) in enumerate(imp.items()):
-            v = np.ascontiguousarray(v, dtype=np.float32)
-            keep += [v, name.encode()]
-            arr[i].name = keep[-1]
-            arr[i].data = v.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-            arr[i].size = v.size
-        arr[len(imp)].name = None
-        p.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
-        keep.append(arr)
-    assert llama_cpp.llama_model_quantize(str(src).encode(), str(out).encode(), ctypes.byref(p)) == 0
+    assert kzutil.lc_quantize(src, out, ftype, imp) == 0
 
 
 @pytest.mark.parametrize("with_imatrix", [False, True], ids=["plain", "imatrix"])
