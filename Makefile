@@ -81,7 +81,7 @@ $(BUILD)/kazeia: $(CLI_OBJ) $(BUILD)/libkazeia.a
 	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(BUILD)/libkazeia.a $(LDLIBS)
 $(BUILD)/%: tools/%.c $(BUILD)/obj/cli/args.o $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/obj/cli/args.o $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
-$(BUILD)/test_%: tests/test_%.c tests/kt.h $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
+$(BUILD)/test_%: tests/test_%.c tests/kt.h tests/kt_model.h $(BUILD)/libkztools.a $(BUILD)/libkazeia.a
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(BUILD)/libkztools.a $(BUILD)/libkazeia.a $(LDLIBS)
 
 tests-build: all dev $(TESTS)

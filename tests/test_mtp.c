@@ -23,21 +23,10 @@
 #include "model/types.h"
 #include "nn/ops.h"
 #include "tools/mkmodel/mkmodel.h"
+#include "kt_model.h"
 
 static kz_model *make(const char *path, uint32_t wtype, int nextn, uint64_t seed) {
-    kz_mkmodel_cfg c;
-    char err[256];
-    kz_mkmodel_preset("qwen35-tiny", &c);
-    c.wtype = wtype;
-    c.n_nextn = nextn;
-    c.seed = seed;
-    c.n_threads = 1;
-    if (kz_mkmodel_write(&c, path, err, sizeof err)) { fprintf(stderr, "mkmodel: %s\n", err); return NULL; }
-    kz_model_params mp = kz_model_default_params();
-    mp.n_threads = 2;
-    kz_model *m = kz_model_load(path, &mp, err, sizeof err);
-    if (!m) fprintf(stderr, "load: %s\n", err);
-    return m;
+    return kt_tiny_qwen35(path, wtype, nextn, seed);
 }
 
 /* ---- verify batches against plain decoding, bit for bit ---- */
