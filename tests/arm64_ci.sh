@@ -40,7 +40,7 @@ fi
 QTESTS=$(for f in tests/test_quant*.c; do b=$(basename "$f" .c); printf '%s ' "$BUILD/$b"; done)
 echo "arm64_ci: cross-building into $BUILD/"
 if ! make -s CC=aarch64-linux-gnu-gcc BUILD="$BUILD" -j"$JOBS" \
-      "$BUILD/libkazeia.a" $QTESTS "$BUILD/test_simd" "$BUILD/test_repack" "$BUILD/test_ops" "$BUILD/test_gdn_chunk" "$BUILD/test_mtp" >/tmp/kz-arm64-build.log 2>&1; then
+      "$BUILD/libkazeia.a" $QTESTS "$BUILD/test_simd" "$BUILD/test_repack" "$BUILD/test_ops" "$BUILD/test_gdn_chunk" "$BUILD/test_mtp" "$BUILD/test_thin" >/tmp/kz-arm64-build.log 2>&1; then
   tail -30 /tmp/kz-arm64-build.log
   echo "arm64_ci: cross build failed (log: /tmp/kz-arm64-build.log)"
   echo "arm64: 0 passed, 1 failed"
