@@ -230,8 +230,11 @@ def test_bad_flags(models, extra, name):
 
 
 def test_missing_args_and_model(tmp_path):
-    r = run(["run", "-p", "Hi"])
-    assert r.returncode != 0 and b"-m" in r.stderr
+    # without -m the built-in default model continues the text
+    r = run(["run", "-p", "Hi", "-n", "4", "--seed", "1"])
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr.decode()
+    r = run(["run"])
+    assert r.returncode != 0 and b"-p" in r.stderr
     r = run(["run", "-m", tmp_path / "nope.gguf"])
     assert r.returncode != 0 and b"-p" in r.stderr
     r = run(["run", "-m", tmp_path / "nope.gguf", "-p", "Hi"])
