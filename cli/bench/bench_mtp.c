@@ -184,45 +184,65 @@ int cmd_bench_mtp(int argc, char **argv) {
         free(cp);
     }
 
-    /* 2. end to end through kz_generate: plain, then speculative (adaptive and fixed k) */
-    double tps[3] = {0};
+    /* 2. end to end through kz_generate: plain, speculative adaptive, speculative fixed k,
+     * alternated over the repetitions (a load change hits all three); medians and spreads */
+    double *tps = calloc((size_t)reps * 5, sizeof *tps), *rat = tps ? tps + (size_t)3 * reps : NULL;
     kz_mtp_stats st[3];
-    for (int mode = 0; mode < 3; mode++) {
-        kz_context_params cp = kz_context_default_params();
-        cp.n_threads = threads;
-        cp.kv_type = kv;
-        cp.n_ctx = 1024;
-        kz_context *c = kz_context_new(m, &cp, err, sizeof err);
-        if (!c) { fprintf(stderr, "kazeia bench --mtp: %s\n", err); goto out; }
-        kz_mtp_params q = kz_mtp_default_params();
-        q.enabled = mode > 0;
-        q.max_draft = kmax;
-        q.adaptive = mode == 1;
-        q.draft_vocab = dvocab;
-        kz_context_set_mtp(c, &q);
-        kz_stats gs;
-        if (kz_generate(c, NULL, prompt, n_gen, count_piece, NULL, &gs) != 0) {
-            fprintf(stderr, "kazeia bench --mtp: %s\n", kz_context_error(c));
+    memset(st, 0, sizeof st);
+    if (!tps) goto out;
+    for (int rep = 0; rep < reps; rep++)
+        for (int mode = 0; mode < 3; mode++) {
+            kz_context_params cp = kz_context_default_params();
+            cp.n_threads = threads;
+            cp.kv_type = kv;
+            cp.n_ctx = 1024 > n_gen + 256 ? 1024 : n_gen + 256;
+            kz_context *c = kz_context_new(m, &cp, err, sizeof err);
+            if (!c) { fprintf(stderr, "kazeia bench --mtp: %s\n", err); free(tps); goto out; }
+            kz_mtp_params q = kz_mtp_default_params();
+            q.enabled = mode > 0;
+            q.max_draft = kmax;
+            q.adaptive = mode == 1;
+            q.draft_vocab = dvocab;
+            kz_context_set_mtp(c, &q);
+            kz_stats gs;
+            if (kz_generate(c, NULL, prompt, n_gen, count_piece, NULL, &gs) != 0) {
+                fprintf(stderr, "kazeia bench --mtp: %s\n", kz_context_error(c));
+                kz_context_free(c);
+                free(tps);
+                goto out;
+            }
+            tps[(size_t)mode * reps + rep] = gs.t_decode_ms > 0 ? gs.n_gen * 1e3 / gs.t_decode_ms : 0;
+            kz_mtp_stats s1;
+            kz_context_mtp_stats(c, &s1);
             kz_context_free(c);
-            goto out;
+            if (rep == reps - 1) st[mode] = s1; /* the same text every repetition: show one */
         }
-        tps[mode] = gs.t_decode_ms > 0 ? gs.n_gen * 1e3 / gs.t_decode_ms : 0;
-        kz_context_mtp_stats(c, &st[mode]);
-        kz_context_free(c);
+    for (int mode = 1; mode < 3; mode++) { /* per repetition, against the plain run beside it */
+        for (int rep = 0; rep < reps; rep++)
+            rat[(size_t)(mode - 1) * reps + rep] = tps[rep] > 0 ? tps[(size_t)mode * reps + rep] / tps[rep] : 0;
     }
-    printf("decode, plain:                 %7.2f tok/s\n", tps[0]);
+    double med[3], lo[3], hi[3];
+    for (int mode = 0; mode < 3; mode++) {
+        med[mode] = median(tps + (size_t)mode * reps, reps); /* sorts: lo/hi are the ends */
+        lo[mode] = tps[(size_t)mode * reps];
+        hi[mode] = tps[(size_t)mode * reps + reps - 1];
+    }
+    printf("generation of %d tokens, %d runs of each, alternated: median tok/s [min..max]\n", n_gen, reps);
+    printf("decode, plain:                 %8.2f tok/s [%.2f..%.2f]\n", med[0], lo[0], hi[0]);
     for (int mode = 1; mode < 3; mode++) {
         const kz_mtp_stats *s = &st[mode];
-        printf("decode, MTP %-8s k<=%d:     %7.2f tok/s (%.2fx)  %ld verifies, %ld plain steps, %ld/%ld drafts accepted, "
-               "%.2f tokens/verify\n",
-               mode == 1 ? "adaptive" : "fixed", kmax, tps[mode], tps[0] > 0 ? tps[mode] / tps[0] : 0, s->verifies,
-               s->plain_steps, s->accepted, s->drafted,
+        const double r1 = median(rat + (size_t)(mode - 1) * reps, reps);
+        printf("decode, MTP %-8s k<=%d:     %8.2f tok/s [%.2f..%.2f] (%.2fx [%.2f..%.2f])  %ld verifies, %ld plain steps, "
+               "%ld/%ld drafts accepted, %.2f tokens/verify\n",
+               mode == 1 ? "adaptive" : "fixed", kmax, med[mode], lo[mode], hi[mode], r1, rat[(size_t)(mode - 1) * reps],
+               rat[(size_t)(mode - 1) * reps + reps - 1], s->verifies, s->plain_steps, s->accepted, s->drafted,
                s->verifies ? (double)(s->verifies + s->accepted) / s->verifies : 0.0);
         printf("  acceptance by draft position:");
         for (int i = 0; i < kmax; i++)
             printf(" %d: %.2f", i + 1, s->drafted_at[i] ? (double)s->accepted_at[i] / s->drafted_at[i] : 0.0);
         printf("\n");
     }
+    free(tps);
     /* 3. projection from the measured costs */
     printf("projected speed-up S(a,k) = (1 - a^(k+1)) / (1 - a) / (v(k+1) + k d), d = %.3f%s:\n", d_trim,
            dvocab ? " (trimmed head)" : "");

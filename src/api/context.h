@@ -76,4 +76,8 @@ void kz_spec_free(struct kz_spec *sp);
  * hist[0..n_hist)), so the verify/accept path runs at any acceptance rate. NULL: the MTP block. */
 typedef int32_t (*kz_spec_oracle)(void *ud, const int32_t *hist, int n_hist, int32_t tok, int i);
 int kz_spec_set_oracle(kz_context *c, kz_spec_oracle fn, void *ud);
+/* Tests: the adaptive rule's costs relative to a plain step given instead of timed: a draft
+ * step, and verify[i] for a verify of i = 1..n tokens (verify[1] = 1; longer ones cost verify[n]).
+ * verify NULL: timed again. */
+int kz_spec_set_costs(kz_context *c, double draft, const double *verify, int n);
 #endif

@@ -13,7 +13,9 @@
  *
  * Adaptive draft length: k in 0..max_draft maximises the expected tokens per unit of time,
  * E(k) / (cost(verify of k+1) + k cost(draft)), from running estimates of the acceptance at
- * each draft position and of the measured costs relative to a plain step. */
+ * each draft position and of the measured costs relative to a plain step. Costs are medians of
+ * the last few timings: on a loaded phone or shared machine one preempted step (a thread losing
+ * its core mid-barrier) takes milliseconds and must not decide the draft length. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,9 @@
 #include "sys/clock.h"
 
 #define KMAX KZ_MTP_MAX_DRAFT
-#define EMA 0.1 /* weight of a new observation in the running estimates */
+#define NWIN 7 /* timings kept per cost, for its median */
+#define PROBE_MIN 16 /* plain steps between one-draft probes while drafting does not pay... */
+#define PROBE_MAX 256 /* ... doubling after each probe that confirms it, up to this */
 #define ALPHA_EMA 0.25 /* ... of the acceptance: a few misses stop drafting on text it cannot guess */
 #define PLAIN_WARM 3 /* plain steps timed before the first draft (the first one is not counted:
                       * it pays the cold caches and page faults of the decode start) */
@@ -38,11 +42,14 @@ struct kz_spec {
     float *qlg;             /* [n_vocab] a draft step's logits */
     float *h[2];            /* [n_embd] the draft chain's hiddens */
     /* adaptive k: acceptance at each draft position given the previous one was accepted, and
-     * costs in ms (c_verify[n]: a verify of n tokens; c_verify[1]: a plain step) */
+     * costs in ms (verify[n]: a verify of n tokens; verify[1]: a plain step) */
     double alpha[KMAX];
-    double c_verify[KMAX + 2], c_draft;
-    int n_verify[KMAX + 2], n_draft;
-    int since_plain, since_probe;
+    struct cost {
+        double t[NWIN];
+        int n;
+    } verify[KMAX + 2], draft;
+    int since_plain, since_probe, probe_every;
+    double fixed[KMAX + 2]; /* tests: costs given instead of measured ([0] the draft); fixed[1] = 1 */
     kz_mtp_stats st;
     kz_spec_oracle oracle;
     void *oracle_ud;
@@ -74,6 +81,7 @@ static struct kz_spec *spec_new(kz_context *c) {
     sp->h[1] = sp->h[0] + E;
     sp->p = kz_mtp_default_params();
     for (int i = 0; i < KMAX; i++) sp->alpha[i] = 0.6; /* below reported real-model rates */
+    sp->probe_every = PROBE_MIN;
     return sp;
 }
 
@@ -115,6 +123,16 @@ int kz_spec_set_oracle(kz_context *c, kz_spec_oracle fn, void *ud) {
     return 0;
 }
 
+int kz_spec_set_costs(kz_context *c, double draft, const double *verify, int n) {
+    if (!c->spec && !(c->spec = spec_new(c))) return -1;
+    memset(c->spec->fixed, 0, sizeof c->spec->fixed);
+    if (!verify) return 0;
+    if (n < 2 || n > KMAX + 1) return -1;
+    c->spec->fixed[0] = draft;
+    for (int i = 1; i < KMAX + 2; i++) c->spec->fixed[i] = verify[i <= n ? i : n];
+    return 0;
+}
+
 int kz_context_mtp_stats(const kz_context *c, kz_mtp_stats *out) {
     if (!c || !out) return -1;
     if (c->spec) *out = c->spec->st;
@@ -144,21 +162,33 @@ int32_t kz_spec_accept(const float *p, const float *q, int n, int32_t d, double 
 
 /* ---- adaptive draft length ---- */
 
-static void ema(double *v, int *n, double x) {
-    *v = *n ? (1 - EMA) * *v + EMA * x : x;
-    if (*n < 1000000) (*n)++;
+static void cost_add(struct cost *c, double ms) {
+    c->t[c->n % NWIN] = ms;
+    if (++c->n >= 2 * NWIN) c->n -= NWIN; /* stays >= NWIN once full: the ring index wraps */
+}
+static double cost_med(const struct cost *c) {
+    const int n = c->n < NWIN ? c->n : NWIN;
+    double v[NWIN];
+    for (int i = 0; i < n; i++) { /* insertion sort of <= 7 values */
+        int j = i;
+        for (; j > 0 && v[j - 1] > c->t[i]; j--) v[j] = v[j - 1];
+        v[j] = c->t[i];
+    }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* cost of a verify of n tokens relative to a plain step: measured when both are, else a prior
  * (a bandwidth-bound step costs little more for a few more rows); never below one step (it
  * reads the same weights), so a disturbed plain-step timing cannot make drafting look free */
 static double rel_verify(const struct kz_spec *sp, int n) {
+    if (sp->fixed[1] > 0) return sp->fixed[n];
     double r = 1.0 + 0.1 * (n - 1);
-    if (sp->n_verify[n] && sp->n_verify[1]) r = sp->c_verify[n] / sp->c_verify[1];
+    if (sp->verify[n].n && sp->verify[1].n) r = cost_med(&sp->verify[n]) / cost_med(&sp->verify[1]);
     return r < 1.0 ? 1.0 : r;
 }
 static double rel_draft(const struct kz_spec *sp) {
-    if (sp->n_draft && sp->n_verify[1]) return sp->c_draft / sp->c_verify[1];
+    if (sp->fixed[1] > 0) return sp->fixed[0];
+    if (sp->draft.n && sp->verify[1].n) return cost_med(&sp->draft) / cost_med(&sp->verify[1]);
     return 0.15;
 }
 
@@ -166,7 +196,8 @@ static int choose_k(struct kz_spec *sp) {
     if (!sp->p.adaptive) return sp->p.max_draft;
     /* re-measure the plain step now and then, and keep probing one draft when k = 0 wins, so
      * the estimates follow the text */
-    if (++sp->since_plain >= 32 || sp->n_verify[1] < PLAIN_WARM) { sp->since_plain = 0; return 0; }
+    const int warm = sp->verify[1].n >= PLAIN_WARM || sp->fixed[1] > 0;
+    if (++sp->since_plain >= 32 || !warm) { sp->since_plain = 0; return 0; }
     int best = 0;
     double best_v = 1.0, e = 1.0, run = 1.0;
     for (int k = 1; k <= sp->p.max_draft; k++) {
@@ -175,7 +206,12 @@ static int choose_k(struct kz_spec *sp) {
         const double v = e / (rel_verify(sp, k + 1) + k * rel_draft(sp));
         if (v > best_v) { best_v = v; best = k; }
     }
-    if (best == 0 && ++sp->since_probe >= 16) { sp->since_probe = 0; best = 1; }
+    if (best > 0) sp->probe_every = PROBE_MIN;
+    else if (++sp->since_probe >= sp->probe_every) { /* probe; the next one waits longer */
+        sp->since_probe = 0;
+        if (sp->probe_every < PROBE_MAX) sp->probe_every *= 2;
+        best = 1;
+    }
     return best;
 }
 
@@ -231,7 +267,7 @@ int kz_spec_decode(kz_context *c, int32_t tok) {
         if (kz_forward(c->m, c->seq, &tok, 1, c->logits, 0, e, sizeof e) != 0) return fail(c, e);
         c->hist[c->n_hist++] = tok;
         const double dt = kz_now_ms() - t0;
-        if (sp->st.plain_steps > 0) ema(&sp->c_verify[1], &sp->n_verify[1], dt);
+        if (sp->st.plain_steps > 0) cost_add(&sp->verify[1], dt);
         sp->st.plain_steps++;
         sp->st.tokens++;
         sp->st.t_plain_ms += dt;
@@ -251,8 +287,8 @@ int kz_spec_decode(kz_context *c, int32_t tok) {
     if (kz_seq_verify_begin(c->seq, e, sizeof e) != 0) return fail(c, e);
     if (kz_forward(c->m, c->seq, batch, k + 1, sp->lg, 1, e, sizeof e) != 0) return fail(c, e);
     const double t2 = kz_now_ms();
-    ema(&sp->c_draft, &sp->n_draft, (t1 - t0) / k);
-    ema(&sp->c_verify[k + 1], &sp->n_verify[k + 1], t2 - t1);
+    cost_add(&sp->draft, (t1 - t0) / k);
+    cost_add(&sp->verify[k + 1], t2 - t1);
     sp->st.verifies++;
     sp->st.drafted += k;
     for (int i = 0; i < k; i++) sp->st.drafted_at[i]++;
