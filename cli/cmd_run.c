@@ -18,7 +18,7 @@ static void run_usage(FILE *f) {
             "usage: kazeia run [-m MODEL.gguf] -p PROMPT [options]\n"
             "  -m, --model FILE         GGUF model (qwen35 / qwen3); without it, the built-in default\n"
             "                           model (a small base model: the prompt is continued, --raw;\n"
-            "                           sampling defaults --temp 0.7 --repeat-penalty 1.1, its card's)\n"
+            "                           sampling: the file's recommendation, see below)\n"
             "  --raw                    continue the prompt as plain text (no chat template)\n"
             "  -p, --prompt TEXT        user message\n"
             "  --system TEXT            system message (default: none)\n"
@@ -45,6 +45,9 @@ static void run_usage(FILE *f) {
             "  --mtp-vocab N            drafts pick among token ids < N only (cheaper draft head; 0 = all,\n"
             "                           the default; the output is the same)\n"
             "  -h, --help               this text\n"
+            "A file's general.sampling.* keys (temp, top_k, top_p, min_p, penalty_repeat, penalty_last_n:\n"
+            "its recommended sampler, as the converter writes it from generation_config.json) replace\n"
+            "these defaults; the options given on the command line win over both.\n"
             "Stats (prompt tokens, prefill/decode speed, generated tokens, peak RSS) go to stderr.\n",
             (double)d.temperature, d.top_k, (double)d.top_p, (double)d.min_p,
             (double)d.repeat_penalty, d.repeat_last_n, (double)d.presence_penalty,
@@ -96,7 +99,8 @@ static const char *stop_name(kz_stop_reason r) {
 
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *system = NULL;
-    int n_predict = -1, n_threads = 0, repack = -1, raw = 0, set_temp = 0, set_rp = 0;
+    int n_predict = -1, n_threads = 0, repack = -1, raw = 0;
+    unsigned set = 0; /* sampling options given: 1 temp, 2 top-k, 4 top-p, 8 min-p, 16 repeat, 32 last-n */
     kz_mtp_params mtp = kz_mtp_default_params();
     kz_context_params cp = kz_context_default_params();
 
@@ -128,19 +132,19 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "--system")) system = v;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) bad = kz_arg_int("kazeia run", a, v, -1, INT_MAX, &n_predict);
-        else if (!strcmp(a, "--temp")) { bad = kz_arg_float("kazeia run", a, v, 0, &cp.temperature); set_temp = 1; }
-        else if (!strcmp(a, "--top-k")) bad = kz_arg_int("kazeia run", a, v, 0, INT_MAX, &cp.top_k);
-        else if (!strcmp(a, "--top-p")) {
+        else if (!strcmp(a, "--temp")) { bad = kz_arg_float("kazeia run", a, v, 0, &cp.temperature); set |= 1; }
+        else if (!strcmp(a, "--top-k") && (set |= 2)) bad = kz_arg_int("kazeia run", a, v, 0, INT_MAX, &cp.top_k);
+        else if (!strcmp(a, "--top-p") && (set |= 4)) {
             bad = kz_arg_float("kazeia run", a, v, 0, &cp.top_p);
             if (!bad && (cp.top_p < 0 || cp.top_p > 1)) { fprintf(stderr, "kazeia run: --top-p must be in [0, 1]\n"); bad = 1; }
-        } else if (!strcmp(a, "--min-p")) {
+        } else if (!strcmp(a, "--min-p") && (set |= 8)) {
             bad = kz_arg_float("kazeia run", a, v, 0, &cp.min_p);
             if (!bad && (cp.min_p < 0 || cp.min_p > 1)) { fprintf(stderr, "kazeia run: --min-p must be in [0, 1]\n"); bad = 1; }
         } else if (!strcmp(a, "--repeat-penalty")) {
-            set_rp = 1;
+            set |= 16;
             bad = kz_arg_float("kazeia run", a, v, 0, &cp.repeat_penalty);
             if (!bad && cp.repeat_penalty <= 0) { fprintf(stderr, "kazeia run: --repeat-penalty must be > 0 (1 = off)\n"); bad = 1; }
-        } else if (!strcmp(a, "--repeat-last-n")) bad = kz_arg_int("kazeia run", a, v, 0, INT_MAX, &cp.repeat_last_n);
+        } else if (!strcmp(a, "--repeat-last-n") && (set |= 32)) bad = kz_arg_int("kazeia run", a, v, 0, INT_MAX, &cp.repeat_last_n);
         else if (!strcmp(a, "--presence-penalty")) bad = kz_arg_float("kazeia run", a, v, 0, &cp.presence_penalty);
         else if (!strcmp(a, "--frequency-penalty")) bad = kz_arg_float("kazeia run", a, v, 0, &cp.frequency_penalty);
         else if (!strcmp(a, "--seed")) bad = parse_u64(a, v, &cp.seed);
@@ -169,17 +173,24 @@ int cmd_run(int argc, char **argv) {
     kz_model_params mp = kz_model_default_params();
     mp.n_threads = n_threads;
     if (repack >= 0) mp.repack_weights = repack;
-    if (!model_path) { /* the default model is a base model; greedy decoding loops on it */
-        raw = 1;
-        if (!set_temp) cp.temperature = 0.7f;
-        if (!set_rp) cp.repeat_penalty = 1.1f;
-    }
+    if (!model_path) raw = 1; /* the default model is a base model: it continues text */
     kz_model *m = model_path ? kz_model_load(model_path, &mp, err, sizeof err)
                              : cli_default_model(&mp, err, sizeof err);
     if (!m) {
         /* the loader's message already names the file */
         fprintf(stderr, "kazeia run: cannot load model: %s\n", err[0] ? err : model_path ? model_path : "default");
         return 1;
+    }
+    { /* the file's recommended sampler (general.sampling.*), under the options given */
+        kz_gen_params g = {.temperature = cp.temperature, .top_k = cp.top_k, .top_p = cp.top_p, .min_p = cp.min_p,
+                           .repeat_penalty = cp.repeat_penalty, .repeat_last_n = cp.repeat_last_n};
+        kz_model_sampling(m, &g);
+        if (!(set & 1)) cp.temperature = g.temperature;
+        if (!(set & 2)) cp.top_k = g.top_k;
+        if (!(set & 4)) cp.top_p = g.top_p;
+        if (!(set & 8)) cp.min_p = g.min_p;
+        if (!(set & 16)) cp.repeat_penalty = g.repeat_penalty;
+        if (!(set & 32)) cp.repeat_last_n = g.repeat_last_n;
     }
     cp.n_threads = n_threads;
     kz_context *c = kz_context_new(m, &cp, err, sizeof err);

@@ -467,8 +467,12 @@ typedef struct {
                               * streamed, not recorded); stats->stop is then KZ_STOP_EOG */
     int n_stop;
 } kz_gen_params;
-/* m NULL: the Qwen3 values. */
+/* m NULL: the Qwen3 values. A file's own recommendation (general.sampling.* keys, written by
+ * the converters from generation_config.json) replaces the architecture's where it is given. */
 KZ_API kz_gen_params kz_gen_default_params(const kz_model *m, int think);
+/* Overwrites the fields of g that m's GGUF general.sampling.{temp, top_k, top_p, min_p,
+ * penalty_repeat, penalty_last_n} keys give (values out of range are ignored); returns how many. */
+KZ_API int kz_model_sampling(const kz_model *m, kz_gen_params *g);
 
 /* A conversation on c (p NULL = defaults); c must outlive it. NULL on failure (message in err). */
 KZ_API kz_chat *kz_chat_new(kz_context *c, const kz_chat_params *p, char *err, size_t errlen);

@@ -582,6 +582,38 @@ def write_metadata(w, arch, hp, ftype, model_dir, n_mtp=0):
         w.add_full_attention_interval(full_attention_interval(hp))
         w.add_rope_dimension_count(int(head_dim * float(rp.get("partial_rotary_factor", 0.25))))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    write_sampling(w, model_dir)
+
+
+# generation_config.json key -> (general.sampling.* key, type): the model's recommended sampler
+SAMPLING_KEYS = {"temperature": ("general.sampling.temp", float), "top_k": ("general.sampling.top_k", int),
+                 "top_p": ("general.sampling.top_p", float), "min_p": ("general.sampling.min_p", float),
+                 "repetition_penalty": ("general.sampling.penalty_repeat", float)}
+
+
+def write_sampling(w, model_dir):
+    """The recommended sampler from generation_config.json as llama.cpp's general.sampling.* keys
+    (the engine's kz_gen_default_params and `kazeia run` use them); do_sample false = greedy."""
+    path = Path(model_dir) / "generation_config.json"
+    if not path.exists():
+        return
+    try:
+        gc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConvertError(f"{path}: cannot read ({e})")
+    if not isinstance(gc, dict):
+        raise ConvertError(f"{path}: not a JSON object")
+    if gc.get("do_sample") is False:
+        w.add_float32("general.sampling.temp", 0.0)
+        return
+    for hk, (gk, ty) in SAMPLING_KEYS.items():
+        v = gc.get(hk)
+        if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if ty is int:
+            w.add_int32(gk, int(v))
+        else:
+            w.add_float32(gk, float(v))
 
 
 def pick_pre(ct, arch, model_dir):

@@ -55,7 +55,7 @@ def export(ckpt_path, out, tokenizer_dir):
     (out / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True) + "\n")
     (out / "generation_config.json").write_text(json.dumps(
         {"eos_token_id": [0, 2], "pad_token_id": 0, "do_sample": True, "temperature": 0.7, "top_k": 40,
-         "top_p": 0.95}, indent=1) + "\n")
+         "top_p": 0.95, "repetition_penalty": 1.1}, indent=1) + "\n")
     for fn in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(Path(tokenizer_dir) / fn, out / fn)
     n = sum(v.numel() for v in tensors.values())

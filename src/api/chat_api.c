@@ -86,6 +86,7 @@ kz_gen_params kz_gen_default_params(const kz_model *m, int think) {
     g.frequency_penalty = 0.0f;
     g.repeat_last_n = 64;
     g.seed = 0;
+    kz_model_sampling(m, &g);
     return g;
 }
 

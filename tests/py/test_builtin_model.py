@@ -6,8 +6,8 @@ independent references, on held-out text it never saw (training/data/heldout-sam
   from it (`kazeia quantize ... F32`) within 0.1 % of transformers running the same weights
   (tests/py/gguf2hf.py inverts the converter), and our engine on the shipped file within 0.5 %
   of llama.cpp (llama-cpp-python) on that file;
-- `kazeia run -p` without -m is that file (same output as `-m models/kazeia-default.gguf --raw`
-  with the sampling it defaults to),
+- `kazeia run -p` without -m is that file (same output as `-m models/kazeia-default.gguf --raw`),
+  sampling as its general.sampling.* keys recommend,
   and the text is real: the trained model's perplexity is far below a random model's (the
   vocabulary size).
 """
@@ -52,9 +52,12 @@ def test_tokenizer_matches_hf(ids):
 def test_builtin_is_the_file_and_writes_text():
     for prompt in ("The history of the city begins", "Le lendemain matin, le jeune homme"):
         a = run_kz("run", "-p", prompt, "-n", 24, "--seed", 1, "-t", kzutil.THREADS)
-        b = run_kz("run", "-m", MODEL, "--raw", "--temp", 0.7, "--repeat-penalty", 1.1, "-p", prompt, "-n", 24,
-                   "--seed", 1, "-t", kzutil.THREADS)
-        assert a.stdout == b.stdout and len(a.stdout.strip()) > 20, (a.stdout, b.stdout)
+        b = run_kz("run", "-m", MODEL, "--raw", "-p", prompt, "-n", 24, "--seed", 1, "-t", kzutil.THREADS)
+        # the file's recommended sampler (general.sampling.*, from training/export.py's
+        # generation_config.json) is what both ran
+        c = run_kz("run", "-m", MODEL, "--raw", "--temp", 0.7, "--top-k", 40, "--top-p", 0.95, "--repeat-penalty",
+                   1.1, "-p", prompt, "-n", 24, "--seed", 1, "-t", kzutil.THREADS)
+        assert a.stdout == b.stdout == c.stdout and len(a.stdout.strip()) > 20, (a.stdout, b.stdout, c.stdout)
         assert b"generated tokens: 24" in a.stderr, a.stderr
         words = a.stdout.decode("utf-8", "replace").split()
         assert len(words) >= 8, a.stdout

@@ -280,6 +280,51 @@ def test_convert_tensor_type_override(tmp_path):
                            tensor_types=["ffn_down=q5_k"])
 
 
+def test_convert_sampling_keys(tmp_path):
+    """generation_config.json -> llama.cpp's general.sampling.* keys (read back with gguf-py), and
+    the engine samples with them by default: `kazeia run` on the file equals the same run with the
+    values given as options; do_sample false -> greedy; options given win over the file."""
+    import convert_hf
+    src = kzutil.ensure_hf("qwen3")
+    outs = {}
+    for name, gc in (("samp", {"do_sample": True, "temperature": 1.3, "top_k": 7, "top_p": 0.9,
+                               "repetition_penalty": 1.2}),
+                     ("greedy", {"do_sample": False, "temperature": 0.9}), ("none", None)):
+        d = tmp_path / name
+        d.mkdir()
+        for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+            (d / f).symlink_to(src / f)
+        if gc is not None:
+            (d / "generation_config.json").write_text(json.dumps(gc))
+        outs[name] = convert_hf.convert(str(d), str(tmp_path / f"{name}.gguf"), "q8_0", verbose=False)
+    r = gguf.GGUFReader(outs["samp"])
+    got = {k: reader_kv(r, k) for k in r.fields if k.startswith("general.sampling.")}
+    assert got.keys() == {"general.sampling.temp", "general.sampling.top_k", "general.sampling.top_p",
+                          "general.sampling.penalty_repeat"}
+    assert got["general.sampling.top_k"] == 7
+    for k, v in (("temp", 1.3), ("top_p", 0.9), ("penalty_repeat", 1.2)):
+        assert abs(got["general.sampling." + k] - v) < 1e-6, k
+    r = gguf.GGUFReader(outs["greedy"])
+    assert {k: reader_kv(r, k) for k in r.fields if k.startswith("general.sampling.")} == {"general.sampling.temp": 0.0}
+    assert not any(k.startswith("general.sampling.") for k in gguf.GGUFReader(outs["none"]).fields)
+
+    def gen(path, *opts):
+        return kzutil.run([kzutil.require_kazeia(), "run", "-m", path, "-p", "Count to ten", "-n", 24, "--seed", 5,
+                           "--no-think", "-t", kzutil.THREADS, *opts]).stdout
+    as_file = gen(outs["samp"])
+    assert as_file == gen(outs["none"], "--temp", 1.3, "--top-k", 7, "--top-p", 0.9, "--repeat-penalty", 1.2)
+    assert as_file != gen(outs["none"])  # the keys changed something
+    assert gen(outs["greedy"]) == gen(outs["none"], "--temp", 0)
+    assert gen(outs["samp"], "--temp", 0, "--repeat-penalty", 1) == gen(outs["none"], "--temp", 0)
+    (tmp_path / "bad").mkdir()
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / "bad" / f).symlink_to(src / f)
+    (tmp_path / "bad" / "generation_config.json").write_text("{not json")
+    with pytest.raises(convert_hf.ConvertError, match="generation_config.json"):
+        convert_hf.convert(str(tmp_path / "bad"), str(tmp_path / "bad.gguf"), "q8_0", verbose=False)
+    assert not (tmp_path / "bad.gguf").exists()
+
+
 def test_convert_untied_head(tmp_path):
     """tie_word_embeddings false + lm_head.weight -> output.weight (as in Qwen3.5-9B)."""
     import torch
