@@ -26,7 +26,6 @@ import pytest
 
 import kzutil
 
-LIB = kzutil.REPO / kzutil.BUILD / "libkazeia_dev.so"
 P0 = 20  # end-to-end prefill: two of our prefill chunks
 CHAIN_EVERY = 5
 
