@@ -83,8 +83,9 @@ typedef struct {
     int keep;
 } replay_task;
 
-/* item = (GDN layer, value head): the delta rule over the kept tokens from the snapshot; the
- * same kernel and inputs as the verify batch ran, so the same bits as if it had stopped there */
+/* item = (GDN layer, value head): the delta rule over the kept tokens, read from the snapshot
+ * and written to the state; the same kernel and inputs as the verify batch ran, so the same
+ * bits as if it had stopped there */
 static void replay_fn(void *arg, int ith, int nth) {
     const replay_task *r = arg;
     kz_seq *s = r->s;
@@ -96,9 +97,10 @@ static void replay_fn(void *arg, int ith, int nth) {
     for (long it = lo; it < hi; it++) {
         const int l = (int)(it / sh.n_v_heads), j = (int)(it % sh.n_v_heads);
         const float *q = s->rec_conv + (size_t)l * N * C, *k = q + hp->ssm_key_dim, *v = k + hp->ssm_key_dim;
-        kz_gdn_recurrent(&sh, r->keep, q, k, v, C, s->rec_g + (size_t)l * N * H, s->rec_beta + (size_t)l * N * H, H,
-                         s->ssm_state + (size_t)l * s->ssm_per_layer,
-                         s->rec_scr + (size_t)l * N * (size_t)hp->ssm_d_inner, (size_t)hp->ssm_d_inner, j, j + 1);
+        kz_gdn_recurrent_rows(&sh, r->keep, q, k, v, C, s->rec_g + (size_t)l * N * H, s->rec_beta + (size_t)l * N * H,
+                              H, s->rec_state + s->conv_per_layer * (size_t)hp->n_gdn_layers + (size_t)l * s->ssm_per_layer,
+                              s->ssm_state + (size_t)l * s->ssm_per_layer, NULL,
+                              s->rec_scr + (size_t)l * N * (size_t)hp->ssm_d_inner, (size_t)hp->ssm_d_inner, j, j + 1);
     }
 }
 
@@ -126,7 +128,6 @@ int kz_seq_verify_keep(kz_seq *s, int keep) {
                 cs[c * (size_t)K1 + j] = i < K1 ? old[c * (size_t)K1 + i] : in[(size_t)(i - K1) * C + c];
             }
     }
-    memcpy(s->ssm_state, s->rec_state + s->conv_per_layer * nl, s->ssm_per_layer * nl * sizeof(float));
     replay_task rt = {s, keep};
     kz_pool_run(s->pool, replay_fn, &rt);
     return 0;
