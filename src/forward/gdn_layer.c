@@ -56,6 +56,7 @@ static void gdn_in_units(const gdn_task *a, long lo, long hi) {
             if (u < hk) kz_scale(h, dk, qs); /* q heads */
         }
     }
+    if (a->s->spec_rec) kz_seq_rec_gdn(a->s, a->ly->state_idx, a->n, (int)c0, (int)c1, 0); /* while in cache */
 }
 
 /* items [0, n) in one run per thread (threadpool.h), set before the dispatch publishes them */
@@ -81,6 +82,7 @@ static void gdn_in_part(gdn_task *a, int ith, kz_phase *done) {
             float *beta = b->beta + (size_t)t * b->ld_gate, *alpha = b->alpha + (size_t)t * b->ld_gate;
             kz_gdn_gates(Hv, beta, alpha, a->ly->dt_bias, a->ly->ssm_a, beta, alpha); /* in place: alpha -> g */
         }
+        if (a->s->spec_rec) kz_seq_rec_gdn(a->s, a->ly->state_idx, a->n, 0, 0, 1);
         if (done) kz_phase_add(done, 1);
     }
 }
@@ -170,7 +172,6 @@ void kz_gdn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
         run_task(s, gdn_core_fn, &gt); /* delta rule + gated norm */
     }
     prof(s, KZ_PROF_GDN_CORE);
-    if (s->spec_rec) kz_seq_rec_gdn(s, ly->state_idx, n);
     mm(s, &ly->wssm_out, b->core, n, s->out, (size_t)hp->n_embd);
     prof(s, KZ_PROF_GDN_PROJ);
 }

@@ -66,15 +66,18 @@ int kz_seq_verify_begin(kz_seq *s, char *err, size_t errlen) {
     return 0;
 }
 
-void kz_seq_rec_gdn(kz_seq *s, int idx, int n) {
+void kz_seq_rec_gdn(kz_seq *s, int idx, int n, int c0, int c1, int gates) {
     const kz_hparams *hp = &s->m->hp;
     const kz_gdn_bufs *b = &s->gdn;
     const size_t N = KZ_SPEC_NMAX, C = (size_t)hp->ssm_conv_dim, H = (size_t)hp->ssm_n_v_heads;
     for (int t = 0; t < n; t++) {
-        memcpy(s->rec_qkv + ((size_t)idx * N + t) * C, b->qkv + (size_t)t * b->ld_qkv, C * sizeof(float));
-        memcpy(s->rec_conv + ((size_t)idx * N + t) * C, b->conv + (size_t)t * b->ld_qkv, C * sizeof(float));
-        memcpy(s->rec_g + ((size_t)idx * N + t) * H, b->alpha + (size_t)t * b->ld_gate, H * sizeof(float));
-        memcpy(s->rec_beta + ((size_t)idx * N + t) * H, b->beta + (size_t)t * b->ld_gate, H * sizeof(float));
+        const size_t r = ((size_t)idx * N + (size_t)t) * C + (size_t)c0, nc = (size_t)(c1 - c0);
+        memcpy(s->rec_qkv + r, b->qkv + (size_t)t * b->ld_qkv + c0, nc * sizeof(float));
+        memcpy(s->rec_conv + r, b->conv + (size_t)t * b->ld_qkv + c0, nc * sizeof(float));
+        if (gates) {
+            memcpy(s->rec_g + ((size_t)idx * N + t) * H, b->alpha + (size_t)t * b->ld_gate, H * sizeof(float));
+            memcpy(s->rec_beta + ((size_t)idx * N + t) * H, b->beta + (size_t)t * b->ld_gate, H * sizeof(float));
+        }
     }
 }
 
