@@ -368,7 +368,7 @@ static void check_rows_one(int level, int Hk, int Hv, int dk, int dv, int T, int
     kz_gdn_shape sh = {Hk, Hv, dk, dv};
     const size_t kd = (size_t)Hk * dk, ns = (size_t)Hv * dv * dk, no = (size_t)T * Hv * dv;
     float *M[2], *o[2], *src = fmalloc(ns);
-    float *snap_buf = aligned_alloc(64, (ns + 16) * sizeof(float)), *snap = snap_buf + (align ? 0 : 1);
+    float *snap_buf = aligned_alloc(64, (ns + 16 + 15) / 16 * 64), *snap = snap_buf + (align ? 0 : 1); /* size: 64 x k */
     if (!snap_buf) { fprintf(stderr, "out of memory\n"); exit(2); }
     for (int i = 0; i < 2; i++) {
         M[i] = fmalloc(ns);
