@@ -357,6 +357,48 @@ static void check_rec_isa(int Hk, int Hv, int dk, int dv, int T, int decay) {
     for (int level = KZ_ISA_AVX2; level < KZ_ISA_COUNT; level++) check_rec_isa_one(level, Hk, Hv, dk, dv, T, decay);
 }
 
+/* kz_gdn_recurrent_rows (verify batches: every row through its tokens at once, the state read
+ * from src, the old one copied to snap) equals the plain token-by-token step bit for bit at
+ * every level: outputs, state, snapshot; src = state or apart, the snapshot 64-byte aligned
+ * (streaming stores) or not, T past one group of KZ_GDN_ROWS_T */
+static void check_rows_one(int level, int Hk, int Hv, int dk, int dv, int T, int decay, int apart, int align) {
+    if (!kz_isa_available((kz_isa)level)) return;
+    gdn_case c;
+    make_case(&c, Hk, Hv, dk, dv, T, decay);
+    kz_gdn_shape sh = {Hk, Hv, dk, dv};
+    const size_t kd = (size_t)Hk * dk, ns = (size_t)Hv * dv * dk, no = (size_t)T * Hv * dv;
+    float *M[2], *o[2], *src = fmalloc(ns);
+    float *snap_buf = aligned_alloc(64, (ns + 16 + 15) / 16 * 64), *snap = snap_buf + (align ? 0 : 1); /* size: 64 x k */
+    if (!snap_buf) { fprintf(stderr, "out of memory\n"); exit(2); }
+    for (int i = 0; i < 2; i++) {
+        M[i] = fmalloc(ns);
+        o[i] = fmalloc(no);
+        memcpy(M[i], c.M0, ns * sizeof(float));
+    }
+    kz_gdn_recurrent_isa(KZ_ISA_SCALAR, &sh, T, c.in, c.in + kd, c.in + 2 * kd, c.ld, c.g, c.beta, c.Hv, M[0], o[0],
+                         (size_t)Hv * dv, 0, Hv);
+    if (apart) { /* M[1] holds garbage that must be overwritten */
+        memcpy(src, c.M0, ns * sizeof(float));
+        for (size_t i = 0; i < ns; i++) M[1][i] = -7.0f;
+    }
+    const int h1 = Hv / 2; /* two head ranges */
+    for (int r = 0; r < 2; r++)
+        kz_gdn_recurrent_rows_isa(level, &sh, T, c.in, c.in + kd, c.in + 2 * kd, c.ld, c.g, c.beta, c.Hv,
+                                  apart ? src : M[1], M[1], snap, o[1], (size_t)Hv * dv, r ? h1 : 0, r ? Hv : h1);
+    CHECKF(!memcmp(M[0], M[1], ns * sizeof(float)) && !memcmp(o[0], o[1], no * sizeof(float)) &&
+               !memcmp(snap, c.M0, ns * sizeof(float)),
+           "recurrent rows %s != plain step (Hk %d Hv %d dk %d dv %d T %d apart %d align %d)",
+           kz_isa_name((kz_isa)level), Hk, Hv, dk, dv, T, apart, align);
+    for (int i = 0; i < 2; i++) { free(M[i]); free(o[i]); }
+    free(src);
+    free(snap_buf);
+    free_case(&c);
+}
+static void check_rows(int Hk, int Hv, int dk, int dv, int T, int decay) {
+    for (int level = KZ_ISA_SCALAR; level < KZ_ISA_COUNT; level++)
+        for (int v = 0; v < 4; v++) check_rows_one(level, Hk, Hv, dk, dv, T, decay, v & 1, v >> 1);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--bench")) return bench();
     printf("active ISA level: %s\n", kz_isa_name(kz_isa_active()));
@@ -379,6 +421,14 @@ int main(int argc, char **argv) {
     check_rec_isa(2, 4, 13, 7, 5, 1); /* lengths with scalar tails */
     check_rec_isa(1, 3, 48, 20, 4, 2); /* 16-lane blocks, dk not a power of two */
     check_case(2, 4, 13, 7, 70, 1);
+    const int Tr[] = {1, 2, 3, 4, 9, KZ_GDN_ROWS_T + 3};
+    for (size_t it = 0; it < sizeof Tr / sizeof *Tr; it++) {
+        check_rows(1, 2, 128, 128, Tr[it], 2);
+        check_rows(2, 6, 32, 32, Tr[it], 0);
+        check_rows(2, 4, 13, 7, Tr[it], 1);
+        check_rows(1, 3, 48, 20, Tr[it], 2);
+    }
+    printf("recurrent rows: T 1..%d bit-identical to the plain step at every level\n", KZ_GDN_ROWS_T + 3);
     printf("worst chunk vs recurrent: output %.2e, state %.2e\n", worst_out, worst_state);
     const kz_isa act = kz_isa_active();
     if (!getenv("KZ_ISA") && (act == KZ_ISA_AVX2 || act == KZ_ISA_AVX512)) { /* again with the plain C kernel */

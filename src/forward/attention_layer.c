@@ -14,13 +14,15 @@ typedef struct {
     const kz_layer *ly;
     kz_kv_layer *kv;
     int n, p0;
-    int t0;                 /* attn_fn: its tokens are rows t0.. of the chunk (a verify batch's step) */
     int hd, n_head, n_head_kv, n_rep; /* n_rep: q heads per kv head */
     int qh;                 /* floats per q head in b->q: its q, then (gated) its output gate */
     int gated;              /* qwen35: sigmoid output gate */
     float scale;            /* 1 / sqrt(head_dim) */
     int n_split;            /* position splits per (token, kv head) (attn_fn) */
-    int prep_first;         /* one token: the prep items run first in attn_fn's dispatch */
+    int prep_first;         /* decode step, verify batch: the prep items run first in attn_fn's dispatch */
+    int steps;              /* a verify batch: each token's items split as its own decode step's */
+    int step_ns[KZ_SPEC_NMAX];      /* steps: token t's position splits */
+    long step_off[KZ_SPEC_NMAX + 1]; /* steps: token t's first item; items of (t, g) are adjacent */
     kz_dyn next;            /* next work item */
     kz_dyn prep_next;
     kz_phase prep_done;
@@ -59,14 +61,13 @@ static void attn_gate(const attn_task *a, float *o, const float *q_head) {
     kz_mul_sigmoid(o, q_head + a->hd, a->hd);
 }
 
-/* merge the position splits of (token, kv head) it, then the output gate */
-static void attn_merge_one(const attn_task *a, long it) {
+/* merge the ns position splits of (token t, kv head g), whose partials are items i0.., then
+ * the output gate */
+static void attn_merge_one(const attn_task *a, int t, int g, int ns, long i0) {
     const kz_attn_bufs *b = &a->s->attn;
-    const int hd = a->hd, n_rep = a->n_rep, ns = a->n_split;
-    const int t = a->t0 + (int)(it / a->n_head_kv), g = (int)(it % a->n_head_kv);
+    const int hd = a->hd, n_rep = a->n_rep;
     float *o = b->out + (size_t)t * b->ld_out + (size_t)g * n_rep * hd;
-    kz_attn_merge(n_rep, hd, ns, b->ml + (size_t)it * ns * 2 * n_rep, b->acc + (size_t)it * ns * n_rep * hd, o,
-                  (size_t)hd);
+    kz_attn_merge(n_rep, hd, ns, b->ml + (size_t)i0 * 2 * n_rep, b->acc + (size_t)i0 * n_rep * hd, o, (size_t)hd);
     if (a->gated)
         for (int r = 0; r < n_rep; r++)
             attn_gate(a, o + (size_t)r * hd, b->q + (size_t)t * b->ld_q + (size_t)(g * n_rep + r) * a->qh);
@@ -79,28 +80,38 @@ static void attn_fn(void *arg, int ith, int nth) {
     (void)nth;
     attn_task *a = arg;
     const kz_attn_bufs *b = &a->s->attn;
-    const int Hkv = a->n_head_kv, n_rep = a->n_rep, ns = a->n_split;
+    const int Hkv = a->n_head_kv, n_rep = a->n_rep;
     float *scr = b->part_scr + (size_t)ith * b->part_scr_floats;
-    if (a->prep_first) { /* one token: its q heads and kv heads, then (all done) the attention items */
-        const long n_prep = a->n_head + Hkv;
+    if (a->prep_first) { /* the q heads and kv heads of every token, then (all done: a token reads
+                          * the K/V of those before it) the attention items */
+        const long per = a->n_head + Hkv, n_prep = (long)a->n * per;
         for (long i; (i = kz_dyn_take(&a->prep_next, 1)) < n_prep;) {
-            attn_prep_item(a, 0, (int)i);
+            attn_prep_item(a, i / per, (int)(i % per));
             kz_phase_add(&a->prep_done, 1);
         }
         kz_phase_wait(&a->prep_done, n_prep);
     }
-    const long n_items = (long)a->n * Hkv * ns;
+    const long n_items = a->steps ? a->step_off[a->n] : (long)a->n * Hkv * a->n_split;
     for (long it; (it = kz_dyn_take(&a->next, 1)) < n_items;) {
-        const int t = a->t0 + (int)(it / ((long)Hkv * ns)), rem = (int)(it % ((long)Hkv * ns));
-        const int g = rem / ns, sp = rem % ns;
+        int t = 0, ns = a->n_split;
+        long i0 = 0; /* first item of token t */
+        if (a->steps) {
+            while (it >= a->step_off[t + 1]) t++;
+            ns = a->step_ns[t];
+            i0 = a->step_off[t];
+        } else {
+            t = (int)(it / ((long)Hkv * ns));
+            i0 = (long)t * Hkv * ns;
+        }
+        const int rem = (int)(it - i0), g = rem / ns, sp = rem % ns;
         const int total = a->p0 + t + 1, len = (total + ns - 1) / ns;
         const int lo = sp * len, hi = lo + len < total ? lo + len : total;
         const float *q = b->q + (size_t)t * b->ld_q + (size_t)g * n_rep * a->qh;
         kz_attn_partial(a->kv, g, lo, hi, q, (size_t)a->qh, a->scale, b->ml + (size_t)it * 2 * n_rep,
                         b->acc + (size_t)it * n_rep * a->hd, scr);
         /* acq_rel: the last one sees the other splits' partials */
-        if (ns == 1 || atomic_fetch_add_explicit(&b->cnt[it / ns], 1, memory_order_acq_rel) == ns - 1)
-            attn_merge_one(a, it / ns);
+        if (ns == 1 || atomic_fetch_add_explicit(&b->cnt[t * Hkv + g], 1, memory_order_acq_rel) == ns - 1)
+            attn_merge_one(a, t, g, ns, i0 + (long)g * ns);
     }
 }
 
@@ -153,23 +164,23 @@ void kz_attn_layer(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_pre
     attn_task at = {.s = s, .ly = ly, .kv = &s->kv[ly->state_idx], .n = n, .p0 = p0, .hd = hd,
                     .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .n_rep = hp->n_head / hp->n_head_kv,
                     .qh = gated ? 2 * hd : hd, .gated = gated, .scale = 1.0f / sqrtf((float)hd)};
-    if (n > 1) run_task(s, attn_prep_fn, &at); /* one token: in the attention's dispatch, below */
     if (n > 1 && s->spec_rec) {
         /* a verify batch: each token attends as its own decode step would (same position
-         * splits, same merge order), so its logits are those of plain decoding bit for bit */
+         * splits, same merge order), so its logits are those of plain decoding bit for bit;
+         * all of it (prep included) in one dispatch, as a decode step */
+        at.steps = at.prep_first = 1;
         for (int t = 0; t < n; t++) {
-            at.t0 = t;
-            at.n = 1;
-            at.n_split = attn_splits(1, hp->n_head_kv, p0 + t);
-            atomic_init(&at.next.next, 0);
-            for (long i = 0; i < hp->n_head_kv; i++) atomic_init(&b->cnt[i], 0);
-            run_task(s, attn_fn, &at);
+            at.step_ns[t] = attn_splits(1, hp->n_head_kv, p0 + t);
+            at.step_off[t + 1] = at.step_off[t] + (long)hp->n_head_kv * at.step_ns[t];
         }
-        at.n = n;
-    } else if (n >= KZ_ATTN_TILE_MIN && b->tile_scr) {
+        for (long i = 0; i < (long)n * hp->n_head_kv; i++) atomic_init(&b->cnt[i], 0);
+        run_task(s, attn_fn, &at);
+    } else if (n > 1 && n >= KZ_ATTN_TILE_MIN && b->tile_scr) {
+        run_task(s, attn_prep_fn, &at);
         at.n_split = 1;
         run_task(s, attn_tile_fn, &at);
     } else {
+        if (n > 1) run_task(s, attn_prep_fn, &at); /* one token: in the attention's dispatch */
         at.n_split = attn_splits(n, hp->n_head_kv, p0);
         at.prep_first = n == 1;
         for (long i = 0; i < (long)n * hp->n_head_kv; i++) atomic_init(&b->cnt[i], 0);

@@ -39,8 +39,14 @@ static void gdn_in_units(const gdn_task *a, long lo, long hi) {
         const size_t K1 = (size_t)hp->ssm_d_conv - 1;
         memcpy(a->snap_conv + (size_t)c0 * K1, a->conv_state + (size_t)c0 * K1, (size_t)(c1 - c0) * K1 * sizeof(float));
     }
-    kz_gdn_conv((int)c0, (int)c1, a->n, hp->ssm_d_conv, b->qkv, b->ld_qkv, b->conv, b->ld_qkv, a->ly->conv1d,
-                a->conv_state);
+    if (a->s->spec_rec) /* a verify batch: decode's one-token conv per token (the blocked one's
+                         * transposed copies cost more than the conv for 2-4 tokens) */
+        for (int t = 0; t < a->n; t++)
+            kz_gdn_conv((int)c0, (int)c1, 1, hp->ssm_d_conv, b->qkv + (size_t)t * b->ld_qkv, b->ld_qkv,
+                        b->conv + (size_t)t * b->ld_qkv, b->ld_qkv, a->ly->conv1d, a->conv_state);
+    else
+        kz_gdn_conv((int)c0, (int)c1, a->n, hp->ssm_d_conv, b->qkv, b->ld_qkv, b->conv, b->ld_qkv, a->ly->conv1d,
+                    a->conv_state);
     const float qs = 1.0f / sqrtf((float)dk);
     for (int t = 0; t < a->n; t++) {
         float *row = b->conv + (size_t)t * b->ld_qkv;
@@ -50,6 +56,7 @@ static void gdn_in_units(const gdn_task *a, long lo, long hi) {
             if (u < hk) kz_scale(h, dk, qs); /* q heads */
         }
     }
+    if (a->s->spec_rec) kz_seq_rec_gdn(a->s, a->ly->state_idx, a->n, (int)c0, (int)c1, 0); /* while in cache */
 }
 
 /* items [0, n) in one run per thread (threadpool.h), set before the dispatch publishes them */
@@ -75,6 +82,7 @@ static void gdn_in_part(gdn_task *a, int ith, kz_phase *done) {
             float *beta = b->beta + (size_t)t * b->ld_gate, *alpha = b->alpha + (size_t)t * b->ld_gate;
             kz_gdn_gates(Hv, beta, alpha, a->ly->dt_bias, a->ly->ssm_a, beta, alpha); /* in place: alpha -> g */
         }
+        if (a->s->spec_rec) kz_seq_rec_gdn(a->s, a->ly->state_idx, a->n, 0, 0, 1);
         if (done) kz_phase_add(done, 1);
     }
 }
@@ -89,11 +97,11 @@ static void gdn_core_head(const gdn_task *a, int ith, int j) {
     const kz_gdn_bufs *b = &a->s->gdn;
     const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
     const float *q = b->conv, *k = q + hp->ssm_key_dim, *v = k + hp->ssm_key_dim;
-    if (a->snap_ssm) {
-        const size_t hs = (size_t)sh.dv * (size_t)sh.dk;
-        memcpy(a->snap_ssm + (size_t)j * hs, a->ssm_state + (size_t)j * hs, hs * sizeof(float));
-    }
-    if (a->n >= 2 && !a->s->spec_rec) /* a verify batch steps token by token, as decode does */
+    if (a->s->spec_rec) /* a verify batch steps token by token, as decode does, each state row
+                         * through all its tokens at once; the state before it to the snapshot */
+        kz_gdn_recurrent_rows(&sh, a->n, q, k, v, b->ld_qkv, b->alpha, b->beta, b->ld_gate, a->ssm_state,
+                              a->ssm_state, a->snap_ssm, b->core, b->ld_z, j, j + 1);
+    else if (a->n >= 2)
         kz_gdn_chunked(&sh, a->n, q, k, v, b->ld_qkv, b->alpha, b->beta, b->ld_gate, a->ssm_state, b->core, b->ld_z,
                        j, j + 1, b->chunk_scr + (size_t)ith * b->chunk_scr_floats);
     else
@@ -164,7 +172,6 @@ void kz_gdn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
         run_task(s, gdn_core_fn, &gt); /* delta rule + gated norm */
     }
     prof(s, KZ_PROF_GDN_CORE);
-    if (s->spec_rec) kz_seq_rec_gdn(s, ly->state_idx, n);
     mm(s, &ly->wssm_out, b->core, n, s->out, (size_t)hp->n_embd);
     prof(s, KZ_PROF_GDN_PROJ);
 }

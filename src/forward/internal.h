@@ -147,6 +147,7 @@ void kz_mtp_fill(kz_seq *s, const int32_t *tok, int n, int p0);
 /* zero the MTP block's K/V rows [0, n): slots no fill wrote (a restored state) read as
  * neutral instead of stale or uninitialised (verify.c) */
 void kz_seq_mtp_kv_clear(kz_seq *s, int n);
-/* GDN layer idx's rows of a verify batch into the record (gdn_layer.c calls it) */
-void kz_seq_rec_gdn(kz_seq *s, int idx, int n);
+/* GDN layer idx's rows of a verify batch into the record: conv channels [c0, c1) (raw and
+ * convolved + normed), and with gates the gates (gdn_layer.c, right after computing them) */
+void kz_seq_rec_gdn(kz_seq *s, int idx, int n, int c0, int c1, int gates);
 #endif

@@ -89,8 +89,10 @@ static void plan_scratch(kz_seq *s, arena *a) {
         at->k = take(a, B, at->ld_kv);
         at->v = take(a, B, at->ld_kv);
         at->out = take(a, B, at->ld_out);
-        /* prefill: one item per (token, kv head); decode: position splits, < 2 x KZ_ATTN_MIN_ITEMS */
-        at->max_items = maxz(B * Hkv, 2 * KZ_ATTN_MIN_ITEMS + Hkv);
+        /* prefill: one item per (token, kv head); decode: position splits, < 2 x KZ_ATTN_MIN_ITEMS;
+         * a verify batch: a decode step's items per token, in one dispatch */
+        at->max_items = maxz(maxz(B * Hkv, 2 * KZ_ATTN_MIN_ITEMS + Hkv),
+                             (size_t)KZ_SPEC_NMAX * (2 * KZ_ATTN_MIN_ITEMS + Hkv));
         at->ml = take(a, at->max_items, 2 * n_rep);
         at->acc = take(a, at->max_items, n_rep * hd);
         const kz_kv_layer whole = {hp->n_head, hp->n_head_kv, hp->head_dim, s->n_ctx, (int)s->kv_type, NULL, NULL, NULL};

@@ -66,15 +66,18 @@ int kz_seq_verify_begin(kz_seq *s, char *err, size_t errlen) {
     return 0;
 }
 
-void kz_seq_rec_gdn(kz_seq *s, int idx, int n) {
+void kz_seq_rec_gdn(kz_seq *s, int idx, int n, int c0, int c1, int gates) {
     const kz_hparams *hp = &s->m->hp;
     const kz_gdn_bufs *b = &s->gdn;
     const size_t N = KZ_SPEC_NMAX, C = (size_t)hp->ssm_conv_dim, H = (size_t)hp->ssm_n_v_heads;
     for (int t = 0; t < n; t++) {
-        memcpy(s->rec_qkv + ((size_t)idx * N + t) * C, b->qkv + (size_t)t * b->ld_qkv, C * sizeof(float));
-        memcpy(s->rec_conv + ((size_t)idx * N + t) * C, b->conv + (size_t)t * b->ld_qkv, C * sizeof(float));
-        memcpy(s->rec_g + ((size_t)idx * N + t) * H, b->alpha + (size_t)t * b->ld_gate, H * sizeof(float));
-        memcpy(s->rec_beta + ((size_t)idx * N + t) * H, b->beta + (size_t)t * b->ld_gate, H * sizeof(float));
+        const size_t r = ((size_t)idx * N + (size_t)t) * C + (size_t)c0, nc = (size_t)(c1 - c0);
+        memcpy(s->rec_qkv + r, b->qkv + (size_t)t * b->ld_qkv + c0, nc * sizeof(float));
+        memcpy(s->rec_conv + r, b->conv + (size_t)t * b->ld_qkv + c0, nc * sizeof(float));
+        if (gates) {
+            memcpy(s->rec_g + ((size_t)idx * N + t) * H, b->alpha + (size_t)t * b->ld_gate, H * sizeof(float));
+            memcpy(s->rec_beta + ((size_t)idx * N + t) * H, b->beta + (size_t)t * b->ld_gate, H * sizeof(float));
+        }
     }
 }
 
@@ -83,8 +86,9 @@ typedef struct {
     int keep;
 } replay_task;
 
-/* item = (GDN layer, value head): the delta rule over the kept tokens from the snapshot; the
- * same kernel and inputs as the verify batch ran, so the same bits as if it had stopped there */
+/* item = (GDN layer, value head): the delta rule over the kept tokens, read from the snapshot
+ * and written to the state; the same kernel and inputs as the verify batch ran, so the same
+ * bits as if it had stopped there */
 static void replay_fn(void *arg, int ith, int nth) {
     const replay_task *r = arg;
     kz_seq *s = r->s;
@@ -96,9 +100,10 @@ static void replay_fn(void *arg, int ith, int nth) {
     for (long it = lo; it < hi; it++) {
         const int l = (int)(it / sh.n_v_heads), j = (int)(it % sh.n_v_heads);
         const float *q = s->rec_conv + (size_t)l * N * C, *k = q + hp->ssm_key_dim, *v = k + hp->ssm_key_dim;
-        kz_gdn_recurrent(&sh, r->keep, q, k, v, C, s->rec_g + (size_t)l * N * H, s->rec_beta + (size_t)l * N * H, H,
-                         s->ssm_state + (size_t)l * s->ssm_per_layer,
-                         s->rec_scr + (size_t)l * N * (size_t)hp->ssm_d_inner, (size_t)hp->ssm_d_inner, j, j + 1);
+        kz_gdn_recurrent_rows(&sh, r->keep, q, k, v, C, s->rec_g + (size_t)l * N * H, s->rec_beta + (size_t)l * N * H,
+                              H, s->rec_state + s->conv_per_layer * (size_t)hp->n_gdn_layers + (size_t)l * s->ssm_per_layer,
+                              s->ssm_state + (size_t)l * s->ssm_per_layer, NULL,
+                              s->rec_scr + (size_t)l * N * (size_t)hp->ssm_d_inner, (size_t)hp->ssm_d_inner, j, j + 1);
     }
 }
 
@@ -126,7 +131,6 @@ int kz_seq_verify_keep(kz_seq *s, int keep) {
                 cs[c * (size_t)K1 + j] = i < K1 ? old[c * (size_t)K1 + i] : in[(size_t)(i - K1) * C + c];
             }
     }
-    memcpy(s->ssm_state, s->rec_state + s->conv_per_layer * nl, s->ssm_per_layer * nl * sizeof(float));
     replay_task rt = {s, keep};
     kz_pool_run(s->pool, replay_fn, &rt);
     return 0;

@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 #include "sys/cpu.h"
 #include "nn/gdn.h"
@@ -382,6 +383,194 @@ static void head_neon(float *M, int dk, int dv, const float *kt, const float *qt
     }
 }
 #endif
+
+/* ---------------- a few tokens, row by row (kz_gdn_recurrent_rows) ----------------
+ * One state row r of a head depends only on itself and the tokens' k, q, v[r], decay, beta, so
+ * it can take all T tokens while it sits in L1 (its update fused with the next token's dot),
+ * and the state is streamed once for the T tokens. The same operations per row and token as
+ * the heads above: the same bits. */
+typedef struct {
+    const float *k[KZ_GDN_ROWS_T], *q[KZ_GDN_ROWS_T], *v[KZ_GDN_ROWS_T];
+    float *o[KZ_GDN_ROWS_T];
+    float dec[KZ_GDN_ROWS_T], bt[KZ_GDN_ROWS_T];
+    int T;
+} rows_in;
+
+static void rows_plain(const float *src, float *M, float *snap, int dk, int dv, const rows_in *in) {
+    for (int r = 0; r < dv; r++) {
+        float *row = M + (size_t)r * dk;
+        if (snap) memcpy(snap + (size_t)r * dk, src + (size_t)r * dk, (size_t)dk * sizeof(float));
+        if (src != M) memcpy(row, src + (size_t)r * dk, (size_t)dk * sizeof(float));
+        for (int t = 0; t < in->T; t++) {
+            const float kv = in->dec[t] * dot16(row, in->k[t], dk);
+            in->o[t][r] = update_dot16(row, in->k[t], in->q[t], in->dec[t], in->bt[t] * (in->v[t][r] - kv), dk);
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* the snapshot (read back only by a rollback) by streaming stores where it is 64-byte aligned:
+ * no read of its old lines */
+T_GDN512 static void rows_avx512(const float *src, float *M, float *snap, int dk, int dv, const rows_in *in) {
+    const int nt = snap && !((uintptr_t)snap & 63) && !(((size_t)dk * sizeof(float)) & 63);
+    for (int r = 0; r < dv; r++) {
+        const float *rs = src + (size_t)r * dk;
+        float *row = M + (size_t)r * dk, *sn = snap ? snap + (size_t)r * dk : NULL;
+        __m512 a = _mm512_setzero_ps();
+        for (int i = 0; i < dk; i += 16) {
+            state_prefetch(rs, dk, i);
+            const __m512 x = _mm512_loadu_ps(rs + i);
+            if (nt) _mm512_stream_ps(sn + i, x);
+            else if (sn) _mm512_storeu_ps(sn + i, x);
+            a = _mm512_fmadd_ps(x, _mm512_loadu_ps(in->k[0] + i), a);
+        }
+        for (int t = 0; t < in->T; t++) {
+            const float kv = in->dec[t] * hsum16_512(a);
+            const __m512 d = _mm512_set1_ps(in->bt[t] * (in->v[t][r] - kv)), dec = _mm512_set1_ps(in->dec[t]);
+            const float *rd = t ? row : rs, *kt = in->k[t], *qt = in->q[t];
+            const float *kn = t + 1 < in->T ? in->k[t + 1] : kt; /* last token: a throw-away dot */
+            __m512 b = _mm512_setzero_ps();
+            a = _mm512_setzero_ps();
+            for (int i = 0; i < dk; i += 16) {
+                const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(rd + i), dec, _mm512_mul_ps(d, _mm512_loadu_ps(kt + i)));
+                _mm512_storeu_ps(row + i, x);
+                b = _mm512_fmadd_ps(x, _mm512_loadu_ps(qt + i), b);
+                a = _mm512_fmadd_ps(x, _mm512_loadu_ps(kn + i), a);
+            }
+            in->o[t][r] = hsum16_512(b);
+        }
+    }
+    if (nt) _mm_sfence(); /* the streamed lines before the dispatch ends */
+}
+
+T_GDN256 static void rows_avx2(const float *src, float *M, float *snap, int dk, int dv, const rows_in *in) {
+    const int nt = snap && !((uintptr_t)snap & 31) && !(((size_t)dk * sizeof(float)) & 31);
+    for (int r = 0; r < dv; r++) {
+        const float *rs = src + (size_t)r * dk;
+        float *row = M + (size_t)r * dk, *sn = snap ? snap + (size_t)r * dk : NULL;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (int i = 0; i < dk; i += 16) {
+            state_prefetch(rs, dk, i);
+            const __m256 x0 = _mm256_loadu_ps(rs + i), x1 = _mm256_loadu_ps(rs + i + 8);
+            if (nt) {
+                _mm256_stream_ps(sn + i, x0);
+                _mm256_stream_ps(sn + i + 8, x1);
+            } else if (sn) {
+                _mm256_storeu_ps(sn + i, x0);
+                _mm256_storeu_ps(sn + i + 8, x1);
+            }
+            a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(in->k[0] + i), a0);
+            a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(in->k[0] + i + 8), a1);
+        }
+        for (int t = 0; t < in->T; t++) {
+            const float kv = in->dec[t] * hsum8_256(_mm256_add_ps(a0, a1));
+            const __m256 d = _mm256_set1_ps(in->bt[t] * (in->v[t][r] - kv)), dec = _mm256_set1_ps(in->dec[t]);
+            const float *rd = t ? row : rs, *kt = in->k[t], *qt = in->q[t];
+            const float *kn = t + 1 < in->T ? in->k[t + 1] : kt;
+            __m256 b0 = _mm256_setzero_ps(), b1 = b0;
+            a0 = a1 = _mm256_setzero_ps();
+            for (int i = 0; i < dk; i += 16) {
+                const __m256 k0 = _mm256_loadu_ps(kt + i), k1 = _mm256_loadu_ps(kt + i + 8);
+                const __m256 x0 = _mm256_fmadd_ps(_mm256_loadu_ps(rd + i), dec, _mm256_mul_ps(d, k0));
+                const __m256 x1 = _mm256_fmadd_ps(_mm256_loadu_ps(rd + i + 8), dec, _mm256_mul_ps(d, k1));
+                _mm256_storeu_ps(row + i, x0);
+                _mm256_storeu_ps(row + i + 8, x1);
+                b0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(qt + i), b0);
+                b1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(qt + i + 8), b1);
+                a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(kn + i), a0);
+                a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(kn + i + 8), a1);
+            }
+            in->o[t][r] = hsum8_256(_mm256_add_ps(b0, b1));
+        }
+    }
+    if (nt) _mm_sfence();
+}
+#endif
+
+#if defined(__aarch64__)
+static void rows_neon(const float *src, float *M, float *snap, int dk, int dv, const rows_in *in) {
+    for (int r = 0; r < dv; r++) {
+        const float *rs = src + (size_t)r * dk;
+        float *row = M + (size_t)r * dk, *sn = snap ? snap + (size_t)r * dk : NULL;
+        float32x4_t a[4];
+        for (int l = 0; l < 4; l++) a[l] = vdupq_n_f32(0.0f);
+        for (int i = 0; i < dk; i += 16) {
+#if KZ_GDN_PF
+            __builtin_prefetch(rs + (size_t)KZ_GDN_PF * dk + i, 0, 3);
+#endif
+            for (int l = 0; l < 4; l++) {
+                const float32x4_t x = vld1q_f32(rs + i + 4 * l);
+                if (sn) vst1q_f32(sn + i + 4 * l, x);
+                a[l] = vfmaq_f32(a[l], x, vld1q_f32(in->k[0] + i + 4 * l));
+            }
+        }
+        for (int t = 0; t < in->T; t++) {
+            const float kv = in->dec[t] * hsum16_neon(a[0], a[1], a[2], a[3]);
+            const float32x4_t d = vdupq_n_f32(in->bt[t] * (in->v[t][r] - kv)), dec = vdupq_n_f32(in->dec[t]);
+            const float *rd = t ? row : rs, *kt = in->k[t], *qt = in->q[t];
+            const float *kn = t + 1 < in->T ? in->k[t + 1] : kt;
+            float32x4_t b[4];
+            for (int l = 0; l < 4; l++) b[l] = a[l] = vdupq_n_f32(0.0f);
+            for (int i = 0; i < dk; i += 16)
+                for (int l = 0; l < 4; l++) {
+                    const float32x4_t x = vfmaq_f32(vmulq_f32(d, vld1q_f32(kt + i + 4 * l)), vld1q_f32(rd + i + 4 * l), dec);
+                    vst1q_f32(row + i + 4 * l, x);
+                    b[l] = vfmaq_f32(b[l], x, vld1q_f32(qt + i + 4 * l));
+                    a[l] = vfmaq_f32(a[l], x, vld1q_f32(kn + i + 4 * l));
+                }
+            in->o[t][r] = hsum16_neon(b[0], b[1], b[2], b[3]);
+        }
+    }
+}
+#endif
+
+typedef void (*rows_fn)(const float *src, float *M, float *snap, int dk, int dv, const rows_in *in);
+static rows_fn rows_for(int isa, int dk) {
+    (void)isa;
+    if (dk % 16) return rows_plain;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512)) return rows_avx512;
+    if (kz_isa_has_avx2((kz_isa)isa) && kz_isa_available(KZ_ISA_AVX2)) return rows_avx2;
+#endif
+#if defined(__aarch64__)
+    if (isa != KZ_ISA_SCALAR) return rows_neon;
+#endif
+    return rows_plain;
+}
+
+void kz_gdn_recurrent_rows(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
+                           size_t ld_in, const float *g, const float *beta, size_t ld_gb, const float *src,
+                           float *state, float *snap, float *out, size_t ld_out, int h0, int h1) {
+    kz_gdn_recurrent_rows_isa((int)kz_isa_active(), sh, T, q, k, v, ld_in, g, beta, ld_gb, src, state, snap, out,
+                              ld_out, h0, h1);
+}
+
+void kz_gdn_recurrent_rows_isa(int isa, const kz_gdn_shape *sh, int T, const float *q, const float *k,
+                               const float *v, size_t ld_in, const float *g, const float *beta, size_t ld_gb,
+                               const float *src, float *state, float *snap, float *out, size_t ld_out, int h0,
+                               int h1) {
+    const int dk = sh->dk, dv = sh->dv, hk = sh->n_k_heads;
+    const size_t hs = (size_t)dv * dk;
+    const rows_fn fn = rows_for(isa, dk);
+    for (int j = h0; j < h1; j++) {
+        const int ik = j % hk;
+        for (int t0 = 0; t0 < T; t0 += KZ_GDN_ROWS_T) { /* groups of tokens: later ones from the state */
+            rows_in in;
+            in.T = T - t0 < KZ_GDN_ROWS_T ? T - t0 : KZ_GDN_ROWS_T;
+            for (int u = 0; u < in.T; u++) {
+                const size_t t = (size_t)(t0 + u);
+                in.k[u] = k + t * ld_in + (size_t)ik * dk;
+                in.q[u] = q + t * ld_in + (size_t)ik * dk;
+                in.v[u] = v + t * ld_in + (size_t)j * dv;
+                in.o[u] = out + t * ld_out + (size_t)j * dv;
+                in.dec[u] = kz_exp(g[t * ld_gb + j]);
+                in.bt[u] = beta[t * ld_gb + j];
+            }
+            fn(t0 ? state + j * hs : src + j * hs, state + j * hs, t0 ? NULL : snap ? snap + j * hs : NULL, dk, dv,
+               &in);
+        }
+    }
+}
 
 typedef void (*head_fn)(float *M, int dk, int dv, const float *kt, const float *qt, const float *vt, float *ot,
                         float decay, float bt);

@@ -44,6 +44,19 @@ void kz_gdn_recurrent_isa(int isa, const kz_gdn_shape *sh, int T, const float *q
                           size_t ld_in, const float *g, const float *beta, size_t ld_gb, float *state,
                           float *out, size_t ld_out, int h0, int h1);
 
+/* The same result as kz_gdn_recurrent, bit for bit, for a few tokens (a verify batch, its
+ * replay): each state row takes all T tokens while in cache. The state before is read from src
+ * (may be state itself) and, if snap is not NULL, copied there ([n_v_heads][dv][dk] as state);
+ * the state after goes to state. */
+#define KZ_GDN_ROWS_T 16 /* tokens per pass over the state */
+void kz_gdn_recurrent_rows(const kz_gdn_shape *sh, int T, const float *q, const float *k, const float *v,
+                           size_t ld_in, const float *g, const float *beta, size_t ld_gb, const float *src,
+                           float *state, float *snap, float *out, size_t ld_out, int h0, int h1);
+void kz_gdn_recurrent_rows_isa(int isa, const kz_gdn_shape *sh, int T, const float *q, const float *k,
+                               const float *v, size_t ld_in, const float *g, const float *beta, size_t ld_gb,
+                               const float *src, float *state, float *snap, float *out, size_t ld_out, int h0,
+                               int h1);
+
 /* Chunk length of the chunkwise form: per token 3 dk*dv (as the recurrent form) plus ~C/2
  * (3 dk + 2 dv) for the in-chunk products, so shorter is cheaper until the products get too
  * small to tile (tuned: docs/PERFORMANCE.md). Any value >= 1 is correct. */
