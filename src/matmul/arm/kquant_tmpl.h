@@ -85,11 +85,43 @@ KZ_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int3
 KZ_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
     const int8_t *sc = (const int8_t *)(x + 192);
     const int8_t *q8 = (const int8_t *)(a + 4);
+#if defined(KA_DOT16V)
+    /* sum_k sc[k] (sum (u - 32) a) over the 16-element groups k = sum_k sc[k] (sum u a) - 32 sum_k
+     * sc[k] bsums[k] (Q8_K's bsums[k]: the sum of group k's activations): codes u = q + 32 go
+     * straight into SDOT; scales as int32 lanes sv[k / 4][k % 4]; exact integers (|.| < 2^29) */
+    const int8x16_t s8 = vld1q_s8(sc);
+    const int16x8_t s16l = vmovl_s8(vget_low_s8(s8)), s16h = vmovl_high_s8(s8);
+    const int32x4_t sv0 = vmovl_s16(vget_low_s16(s16l)), sv1 = vmovl_high_s16(s16l);
+    const int32x4_t sv2 = vmovl_s16(vget_low_s16(s16h)), sv3 = vmovl_high_s16(s16h);
+    const int16x8_t bs0 = vreinterpretq_s16_u8(vld1q_u8(a + 260)), bs1 = vreinterpretq_s16_u8(vld1q_u8(a + 276));
+    int32x4_t corr = vmull_s16(vget_low_s16(s16l), vget_low_s16(bs0));
+    corr = vmlal_high_s16(corr, s16l, bs0);
+    corr = vmlal_s16(corr, vget_low_s16(s16h), vget_low_s16(bs1));
+    corr = vmlal_high_s16(corr, s16h, bs1);
+    int32x4_t vsum = vnegq_s32(vshlq_n_s32(corr, 5));
+    /* elements 128c + 32g + 16hlf .. +15 = group 8c + 2g + hlf: lanes hlf, 2 + hlf of svA (g = 0, 1)
+     * and of svB (g = 2, 3) */
+#define KA_Q6G(c, hlf, g, v, l) \
+    vsum = vmlaq_laneq_s32(vsum, KA_DOT16V(vreinterpretq_s8_u8(u[g]), vld1q_s8(q8 + 128 * (c) + 32 * (g) + 16 * (hlf))), v, l)
+#define KA_Q6H(c, hlf, svA, svB)                \
+    do {                                        \
+        uint8x16_t u[4];                        \
+        kz_arm_q6_codes(x, c, hlf, u);          \
+        KA_Q6G(c, hlf, 0, svA, hlf);            \
+        KA_Q6G(c, hlf, 1, svA, 2 + (hlf));      \
+        KA_Q6G(c, hlf, 2, svB, hlf);            \
+        KA_Q6G(c, hlf, 3, svB, 2 + (hlf));      \
+    } while (0)
+    KA_Q6H(0, 0, sv0, sv1);
+    KA_Q6H(0, 1, sv0, sv1);
+    KA_Q6H(1, 0, sv2, sv3);
+    KA_Q6H(1, 1, sv2, sv3);
+#undef KA_Q6H
+#undef KA_Q6G
+    return vaddvq_s32(vsum);
+#else
     const int8x16_t k32 = vdupq_n_s8(32);
     int32_t sumi = 0;
-#if defined(KA_DOT16V)
-    int32x4_t vsum = vdupq_n_s32(0);
-#endif
     for (int c = 0; c < 2; c++) {
         for (int hlf = 0; hlf < 2; hlf++) { /* l in [16 hlf, 16 hlf + 16) of each 32-element group */
             uint8x16_t u[4];
@@ -98,18 +130,12 @@ KZ_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
                 /* elements 128c + 32g + 16hlf .. +15 = scale group 8c + 2g + hlf */
                 const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(u[g]), k32);
                 const int8x16_t av = vld1q_s8(q8 + 128 * c + 32 * g + 16 * hlf);
-#if defined(KA_DOT16V)
-                vsum = vmlaq_n_s32(vsum, KA_DOT16V(q, av), sc[8 * c + 2 * g + hlf]);
-#else
                 sumi += sc[8 * c + 2 * g + hlf] * KA_DOT32(q, vdupq_n_s8(0), av, vdupq_n_s8(0));
-#endif
             }
         }
     }
-#if defined(KA_DOT16V)
-    sumi = vaddvq_s32(vsum);
-#endif
     return sumi;
+#endif
 }
 
 KZ_INL float KA(dot_q45)(const int q5, int64_t nb, const uint8_t *x, const uint8_t *a) {
