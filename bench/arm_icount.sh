@@ -3,6 +3,7 @@
 #
 #   bench/arm_icount.sh [--models qwen35-0.8b[,qwen35-4b]] [--type q4_0] [--prefill 64,512]
 #                       [--decode 2,6] [--isa neon,dotprod,i8mm] [--no-llama] [--symbols N]
+#                       [--layers N]
 #   bench/arm_icount.sh --selftest      # the plugin's SDOT/SMMLA decoding on a known loop
 #
 # It counts INSTRUCTIONS, NOT CYCLES: every executed AArch64 instruction weighs 1 (an SMMLA as
@@ -17,6 +18,10 @@
 # kazeia: `kazeia bench -t 1 -r 1 --warmup 0 --no-membw` with KZ_ISA=<level>; llama.cpp:
 # `llama-bench -t 1 -r 1 --no-warmup`, built from the llama-cpp-python sdist's vendored source
 # for armv8.6-a+dotprod+i8mm with GGML_NATIVE=OFF and its CPU repack (q4_0 -> 4x8) on.
+# --layers N: the preset's shape with only N layers (kz-mkmodel --n-layer; N a multiple of the
+# full_attention_interval keeps its GDN : attention mix), for shapes too big to emulate whole:
+# prefill per token then scales with the layer count (the lm head runs on the last token only
+# and cancels); decode does not (one lm head per token), so difference two layer counts.
 # Builds and counts are cached in build-icount/ (a count is keyed by the binary's hash, the
 # model and the arguments), so a rerun after a kernel change runs only kazeia again.
 # Needs: qemu-aarch64 (7.x, plugin support), aarch64-linux-gnu-gcc/g++, cmake, pip; host gcc.
@@ -31,6 +36,7 @@ DECODE=2,6
 ISAS=neon,dotprod,i8mm
 LLAMA=1
 NSYM=0
+NLAYER=0
 SELFTEST=0
 LLVER=0.3.36
 while [ $# -gt 0 ]; do
@@ -42,8 +48,9 @@ while [ $# -gt 0 ]; do
     --isa) ISAS=$2; shift 2 ;;
     --no-llama) LLAMA=0; shift ;;
     --symbols) NSYM=$2; shift 2 ;;
+    --layers) NLAYER=$2; shift 2 ;;
     --selftest) SELFTEST=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "arm_icount.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -140,8 +147,15 @@ sep="$sep---|---|---|---|---|"
 ROWS=""
 SYMS=""
 for M in "${ML[@]}"; do
-    model=$OUT/models/$M-$TYPE.gguf
-    [ -f $model ] || build/kz-mkmodel --arch ${M%%-*} --preset $M --type $TYPE -q -o $model
+    LABEL=$M
+    if [ $NLAYER -gt 0 ]; then
+        LABEL="$M ($NLAYER layers)"
+        model=$OUT/models/$M-L$NLAYER-$TYPE.gguf
+        [ -f $model ] || build/kz-mkmodel --arch ${M%%-*} --preset $M --n-layer $NLAYER --type $TYPE -q -o $model
+    else
+        model=$OUT/models/$M-$TYPE.gguf
+        [ -f $model ] || build/kz-mkmodel --arch ${M%%-*} --preset $M --type $TYPE -q -o $model
+    fi
     runs=()
     for isa in "${IL[@]}"; do runs+=("kazeia:$isa"); done
     [ $LLAMA = 1 ] && runs+=("llama.cpp:")
@@ -149,7 +163,7 @@ for M in "${ML[@]}"; do
     for r in "${runs[@]}"; do
         eng=${r%%:*}; isa=${r#*:}
         prev=$(count $eng "$isa" $model $L0 0); lp=$L0
-        row="| $M | $eng | ${isa:-armv8.6-a+i8mm} |"
+        row="| $LABEL | $eng | ${isa:-armv8.6-a+i8mm} |"
         for L in "${PL[@]}"; do
             cur=$(count $eng "$isa" $model $L 0)
             v=$(dpt $prev $cur total $((L - lp)))
@@ -164,12 +178,12 @@ for M in "${ML[@]}"; do
         row="$row ${TG[$r]} | $(dpt $last_a $last_b smmla $last_n) | $(dpt $last_a $last_b sdot $last_n) | $(dpt $d0 $d1 smmla $dn) | $(dpt $d0 $d1 sdot $dn) |"
         ROWS="$ROWS$row"$'\n'
         if [ $NSYM -gt 0 ]; then
-            SYMS="$SYMS"$'\n'"$M $eng ${isa:-} prefill@${PL[-1]}: top symbols, M instr/token"$'\n'"$(symdiff $last_a $last_b $last_n $NSYM)"
-            SYMS="$SYMS"$'\n'"$M $eng ${isa:-} decode: top symbols, M instr/token"$'\n'"$(symdiff $d0 $d1 $dn $NSYM)"
+            SYMS="$SYMS"$'\n'"$LABEL $eng ${isa:-} prefill@${PL[-1]}: top symbols, M instr/token"$'\n'"$(symdiff $last_a $last_b $last_n $NSYM)"
+            SYMS="$SYMS"$'\n'"$LABEL $eng ${isa:-} decode: top symbols, M instr/token"$'\n'"$(symdiff $d0 $d1 $dn $NSYM)"
         fi
     done
     if [ $LLAMA = 1 ]; then
-        row="| $M | kazeia / llama.cpp | ${IL[-1]} / llama.cpp |"
+        row="| $LABEL | kazeia / llama.cpp | ${IL[-1]} / llama.cpp |"
         best=kazeia:${IL[-1]}
         for L in "${PL[@]}"; do row="$row $(awk -v a=${PP[$best:$L]} -v b=${PP[llama.cpp::$L]} 'BEGIN{printf "%.2fx", a/b}') |"; done
         row="$row $(awk -v a=${TG[$best]} -v b=${TG[llama.cpp:]} 'BEGIN{printf "%.2fx", a/b}') | | | | |"

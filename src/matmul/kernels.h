@@ -71,6 +71,11 @@ KZ_ISA_GEMM(i8mm, q5_1) KZ_ISA_GEMM(i8mm, iq4_nl) KZ_ISA_GEMM(i8mm, q4_K) KZ_ISA
 KZ_ISA_GEMM(i8mm, q6_K)
 /* the SMMLA prefill over q4_0_16x4 rows (decode: dotprod's) */
 KZ_ISA_GEMM_16X4(kz_i8mm_gemm_q4_0_16x4)
+/* its records made once per matmul instead of per call (kz_gemm_q4_0_16x4_rec in quant.h) */
+size_t kz_i8mm_q4_0_16x4_rec_size(void);
+void kz_i8mm_q4_0_16x4_rec(const void *act, size_t a_stride, int n_tok, int64_t b0, int nbc, void *rec);
+void kz_i8mm_gemm_q4_0_16x4_rec(int64_t n, const void *pk, int64_t n_rows, const void *rec, int64_t n_tok, float *y,
+                               int64_t ldy);
 #endif
 
 /* IQ4_NL / IQ4_XS codebook (kvalues_iq4nl), shared by every level */

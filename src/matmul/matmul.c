@@ -28,6 +28,7 @@
 /* prefill blocking: rows x tokens per kernel call */
 #define MM_RB 64
 #define MM_TB 64
+_Static_assert(MM_TB % 16 == 0, "a prefill call starts at a 16-token record group");
 /* row block of the lane-per-row Q4_0 kernels (AVX-512 VNNI, row or packed layout): they derive
  * per-(token, block) activation sums once per call and reuse them over every 16-row group of
  * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2) */
@@ -40,6 +41,14 @@
  * 64-byte aligned */
 static size_t aux_bytes(const kz_wmat *w, int n_tok) {
     return n_tok == 1 && kz_act_type(w->type) == KZ_T_Q8_0 ? 64 + (size_t)(w->n_in / 32) * sizeof(int32_t) : 0;
+}
+
+/* bytes of the records a level's packed prefill reads (kz_gemm_q4_0_16x4_rec: made once per
+ * matmul, in 16-token groups), 0 where it reads none: one token, thin batches (X is quantised
+ * in the dispatch), no packed rows */
+static size_t rec_bytes(const kz_wmat *w, int n_tok, const kz_gemm_q4_0_16x4_rec *rg) {
+    if (!w || n_tok <= MM_THIN || !rg->gemm || w->type != KZ_T_Q4_0 || !w->q4_0_16x4 || w->n_q4_0_16x4 <= 0) return 0;
+    return 64 + (size_t)((n_tok + 15) / 16) * (size_t)(w->n_in / 32) * 8 * rg->rec_bytes;
 }
 
 /* bytes of one matrix's quantised X (F32 weights read X directly) */
@@ -66,6 +75,9 @@ typedef struct {
     int32_t *aux_room;       /* quantising matrix, one token: where its row's terms go */
     int aux_need;            /* quantising matrix: a packed matrix reads its terms */
     int64_t rb;              /* prefill row block */
+    kz_gemm_q4_0_16x4_rec rg; /* the level's record-reading packed prefill (gemm NULL: none) */
+    const uint8_t *rec;      /* the records of X this matrix's packed rows read, or NULL */
+    uint8_t *rec_room;       /* quantising matrix: where X's records go (NULL: none made) */
 } mm_task;
 
 static void quant_act_chunks(const mm_task *t, int64_t lo, int64_t hi) {
@@ -86,11 +98,34 @@ static void quant_act_chunks(const mm_task *t, int64_t lo, int64_t hi) {
     }
 }
 
+/* quantisation units of a quantising matrix: chunks of each row; where records are made, chunks
+ * of each token pair (both rows' chunk, then the pair's records of its blocks) */
+static int64_t act_units(const mm_task *t) {
+    return t->n_chunk * (t->rec_room ? (t->n_tok + 1) / 2 : t->n_tok);
+}
+
+static void quant_act_units(const mm_task *t, int64_t lo, int64_t hi) {
+    if (!t->rec_room) {
+        quant_act_chunks(t, lo, hi);
+        return;
+    }
+    const int64_t nb = t->w->n_in / 32;
+    for (int64_t c = lo; c < hi; c++) {
+        const int64_t p = c / t->n_chunk, k = c % t->n_chunk, tok = 2 * p;
+        const int nt = tok + 1 < t->n_tok ? 2 : 1;
+        quant_act_chunks(t, tok * t->n_chunk + k, tok * t->n_chunk + k + 1);
+        if (nt == 2) quant_act_chunks(t, (tok + 1) * t->n_chunk + k, (tok + 1) * t->n_chunk + k + 1);
+        const int64_t b0 = k * (ACT_CHUNK / 32), b1 = (k + 1) * (ACT_CHUNK / 32) < nb ? (k + 1) * (ACT_CHUNK / 32) : nb;
+        uint8_t *r = t->rec_room + ((size_t)(p / 8) * (size_t)nb * 8 + (size_t)(p % 8)) * t->rg.rec_bytes;
+        t->rg.prep(t->act + (size_t)tok * t->act_rb, t->act_rb, nt, b0, (int)(b1 - b0), r);
+    }
+}
+
 static void quant_act_task(void *arg, int ith, int nth) {
     const mm_task *t = arg;
     long lo, hi;
-    kz_split((long)(t->n_chunk * t->n_tok), ith, nth, &lo, &hi);
-    quant_act_chunks(t, lo, hi);
+    kz_split((long)act_units(t), ith, nth, &lo, &hi);
+    quant_act_units(t, lo, hi);
 }
 
 /* where row r0 (a multiple of 16 below n_q4_0_16x4) starts in w's packed copy */
@@ -106,6 +141,9 @@ static void dot_block(const mm_task *t, int packed, int64_t r0, int64_t nr, int 
     float *y = t->y + (int64_t)t0 * t->ldy + r0;
     if (packed && t->aux)
         t->gv.gemv(w->n_in, q16x4_rows(w, r0), nr, a, t->aux, y);
+    else if (packed && t->rec) /* t0 is a multiple of MM_TB, so of the records' 16-token groups */
+        t->rg.gemm(w->n_in, q16x4_rows(w, r0), nr,
+                   t->rec + (size_t)(t0 / 16) * (size_t)(w->n_in / 32) * 8 * t->rg.rec_bytes, nt, y, t->ldy);
     else if (packed)
         t->gemm16(w->n_in, q16x4_rows(w, r0), nr, a, t->act_rb, nt, y, t->ldy);
     else
@@ -345,11 +383,14 @@ static int shares_act(const kz_wmat *a, const kz_wmat *b) {
 }
 
 size_t kz_matmul_work_bytes(const kz_mm *mm) {
+    const kz_gemm_q4_0_16x4_rec rg = kz_gemm_q4_0_16x4_rec_get_isa((int)kz_isa_active());
     size_t sum = 0;
     for (int i = 0; i < mm->nw && i < KZ_MM_MAX; i++) {
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++) seen = shares_act(mm->w[j], mm->w[i]);
+        int seen = 0, rec_seen = 0;
+        for (int j = 0; j < i; j++)
+            if (shares_act(mm->w[j], mm->w[i])) seen = 1, rec_seen |= rec_bytes(mm->w[j], mm->n_tok, &rg) > 0;
         if (!seen) sum += act_bytes(mm->w[i], mm->n_tok);
+        if (!rec_seen) sum += rec_bytes(mm->w[i], mm->n_tok, &rg); /* once per shared X */
     }
     return sum;
 }
@@ -371,6 +412,7 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
     int n_act = 0;
     const kz_gemm_q4_0_16x4_fn gemm16 = kz_gemm_q4_0_16x4_get();
     const kz_gemv_q4_0_16x4 gv = n_tok == 1 ? kz_gemv_q4_0_16x4_get_isa((int)kz_isa_active()) : (kz_gemv_q4_0_16x4){NULL, NULL, 16};
+    const kz_gemm_q4_0_16x4_rec rg = kz_gemm_q4_0_16x4_rec_get_isa((int)kz_isa_active());
     for (int i = 0; i < nw; i++) {
         const kz_wmat *wi = w[i];
         const kz_qtraits *wt = kz_qtraits_get(wi->type);
@@ -383,7 +425,7 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
         mm_task *t = &mt.t[mt.n];
         *t = (mm_task){.wt = wt, .at = kz_qtraits_get(wt->act_type), .w = wi, .x = x, .x2 = x2, .n_tok = n_tok,
                        .abort = abort, .y = y[i], .ldy = ldy[i], .gemm16 = wi->q4_0_16x4 && wi->n_q4_0_16x4 > 0 ? gemm16 : NULL,
-                       .rb = MM_RB, .gv = gv};
+                       .rb = MM_RB, .gv = gv, .rg = rg};
 #if defined(__x86_64__)
         /* the x86 level with a packed kernel also runs plain Q4_0 rows lane-per-row */
         if (wi->type == KZ_T_Q4_0 && gemm16) t->rb = MM_RB_LANE;
@@ -412,6 +454,15 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
                 mm_task *c = owner >= 0 ? &mt.t[owner] : t;
                 c->aux_need = 1;
                 t->aux = c->aux_room;
+            }
+            const size_t rbytes = t->gemm16 ? rec_bytes(wi, n_tok, &rg) : 0;
+            if (rbytes) { /* the packed prefill reads X's records: made once, by X's quantiser */
+                mm_task *c = owner >= 0 ? &mt.t[owner] : t;
+                if (!c->rec_room) {
+                    c->rec_room = (uint8_t *)(((uintptr_t)wp + 63) & ~(uintptr_t)63);
+                    wp += rbytes;
+                }
+                t->rec = c->rec_room;
             }
         }
         const int64_t unit = unit_rows(t), nu = (wi->n_out + unit - 1) / unit;
@@ -454,7 +505,7 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
             kz_pool_run(pool, quant_act_multi_task, &mt);
         else
             for (int i = 0; i < mt.n; i++)
-                if (mt.t[i].n_chunk) quant_act_chunks(&mt.t[i], 0, mt.t[i].n_chunk * n_tok);
+                if (mt.t[i].n_chunk) quant_act_units(&mt.t[i], 0, act_units(&mt.t[i]));
         for (int i = 0; i < mt.n; i++) /* once per row here, not once per kernel call */
             if (mt.t[i].aux_need) gv.prep(mt.t[i].act, mt.t[i].w->n_in, mt.t[i].aux_room);
     }

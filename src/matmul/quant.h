@@ -73,6 +73,20 @@ typedef struct {
                     * groups side by side, else 16 (kz_matmul splits the rows in such units) */
 } kz_gemv_q4_0_16x4;
 kz_gemv_q4_0_16x4 kz_gemv_q4_0_16x4_get_isa(int isa);
+/* A level's q4_0_16x4 prefill split in two, where its kernel rearranges the activations into
+ * per-(token pair, block) records: kz_matmul makes them once per matmul (prep, pair by pair)
+ * instead of once per kernel call. Records of 16-token group g, block b, pair p (0..7) of the
+ * group sit at rec + ((g * nb + b) * 8 + p) * rec_bytes (nb = n / 32); prep writes the records
+ * of one pair (n_tok 1 or 2 tokens at act, rows of a_stride bytes), blocks [b0, b0 + nbc), with
+ * rec pointing at that pair's record of block 0; gemm reads those of n_tok tokens from the
+ * group at rec on: the same outputs as the level's gemm, bit for bit. All 0 / NULL where the
+ * level has no such kernel. */
+typedef struct {
+    size_t rec_bytes;
+    void (*prep)(const void *act, size_t a_stride, int n_tok, int64_t b0, int nbc, void *rec);
+    void (*gemm)(int64_t n, const void *pk, int64_t n_rows, const void *rec, int64_t n_tok, float *y, int64_t ldy);
+} kz_gemm_q4_0_16x4_rec;
+kz_gemm_q4_0_16x4_rec kz_gemm_q4_0_16x4_rec_get_isa(int isa);
 const kz_qtraits *kz_qtraits_get(uint32_t type);
 
 /* the entry of one ISA level (an int holding a kz_isa); NULL if the type is unsupported or the

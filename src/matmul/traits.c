@@ -129,6 +129,16 @@ kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get(void) { return kz_gemm_q4_0_16x4_get_
 
 int kz_q4_0_16x4_supported(void) { return kz_gemm_q4_0_16x4_get() != NULL; }
 
+kz_gemm_q4_0_16x4_rec kz_gemm_q4_0_16x4_rec_get_isa(int isa) {
+    kz_gemm_q4_0_16x4_rec g = {0, NULL, NULL};
+#if defined(__aarch64__)
+    if (isa == KZ_ISA_I8MM && kz_isa_available(KZ_ISA_I8MM))
+        g = (kz_gemm_q4_0_16x4_rec){kz_i8mm_q4_0_16x4_rec_size(), kz_i8mm_q4_0_16x4_rec, kz_i8mm_gemm_q4_0_16x4_rec};
+#endif
+    (void)isa;
+    return g;
+}
+
 kz_gemv_q4_0_16x4 kz_gemv_q4_0_16x4_get_isa(int isa) {
     kz_gemv_q4_0_16x4 g = {NULL, NULL, 16};
 #if defined(__x86_64__)

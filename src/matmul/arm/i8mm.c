@@ -707,12 +707,13 @@ Q16I_TILE(4)
 Q16I_TILE(2)
 Q16I_TILE(1)
 
-/* n_tok >= 2: per group of up to 16 tokens and chunk of Q16I_CH blocks, the records once, then
- * every 4-row quad x (8, 4, 2, 1)-pair tiles */
-static void q16i_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t *a, size_t as, int64_t nt, float *y,
-                         int64_t ldy) {
+/* n_tok >= 2: per group of up to 16 tokens and chunk of Q16I_CH blocks, the records (made here
+ * from a, or read from recs: kz_i8mm_q4_0_16x4_rec's layout), then every 4-row quad x (8, 4, 2,
+ * 1)-pair tiles */
+static void q16i_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t *a, size_t as, const q16i_rec *recs,
+                         int64_t nt, float *y, int64_t ldy) {
     const int64_t nb = n / 32;
-    q16i_rec rec[Q16I_CH * Q16I_TP];
+    q16i_rec rec_own[Q16I_CH * Q16I_TP];
     for (int64_t tg = 0; tg < nt; tg += 2 * Q16I_TP) {
         const int ntg = nt - tg < 2 * Q16I_TP ? (int)(nt - tg) : 2 * Q16I_TP, ntp = (ntg + 1) / 2;
         const uint8_t *ag = a + (size_t)tg * as;
@@ -720,7 +721,9 @@ static void q16i_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t
         for (int t = 0; t < 2 * ntp; t++) yp[t] = y + (tg + (t < ntg ? t : ntg - 1)) * ldy;
         for (int64_t b0 = 0; b0 < nb; b0 += Q16I_CH) {
             const int nbc = nb - b0 < Q16I_CH ? (int)(nb - b0) : Q16I_CH;
-            q16i_prep(ag, as, ntg, ntp, b0, nbc, rec);
+            const q16i_rec *rec = rec_own;
+            if (recs) rec = recs + ((size_t)(tg / (2 * Q16I_TP)) * (size_t)nb + (size_t)b0) * Q16I_TP;
+            else q16i_prep(ag, as, ntg, ntp, b0, nbc, rec_own);
             for (int64_t r0 = 0; r0 < nr; r0 += 4) {
                 const uint8_t *p = pk + ((size_t)(r0 / 16) * (size_t)nb + (size_t)b0) * Q16X4_BB + 16 * (r0 % 16 / 4);
                 const ptrdiff_t doff = 256 + 2 * (r0 % 16) - 16 * (r0 % 16 / 4); /* scales, from p */
@@ -743,10 +746,21 @@ static void q16i_prefill(int64_t n, const uint8_t *pk, int64_t nr, const uint8_t
 void kz_i8mm_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt, float *y,
                            int64_t ldy) {
     if (nt >= 2) {
-        q16i_prefill(n, pk, nr, a, as, nt, y, ldy);
+        q16i_prefill(n, pk, nr, a, as, NULL, nt, y, ldy);
         return;
     }
     kz_dotprod_gemm_q4_0_16x4(n, pk, nr, a, as, nt, y, ldy); /* decode: lane = row SDOT GEMV */
+}
+
+size_t kz_i8mm_q4_0_16x4_rec_size(void) { return sizeof(q16i_rec); }
+
+void kz_i8mm_q4_0_16x4_rec(const void *a, size_t as, int nt, int64_t b0, int nbc, void *rec) {
+    q16i_prep(a, as, nt, 1, b0, nbc, (q16i_rec *)rec + (size_t)b0 * Q16I_TP);
+}
+
+void kz_i8mm_gemm_q4_0_16x4_rec(int64_t n, const void *pk, int64_t nr, const void *rec, int64_t nt, float *y,
+                               int64_t ldy) {
+    q16i_prefill(n, pk, nr, NULL, 0, rec, nt, y, ldy);
 }
 
 #else

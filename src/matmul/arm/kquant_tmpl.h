@@ -10,9 +10,28 @@
  * bit-identical to the scalar reference whatever the tile (gemm calls the same dot). */
 #include "matmul/arm/kquant_codes.h"
 
+/* the 8 six-bit scales (*sc) and mins (*mn) of a Q4_K/Q5_K block as bytes 0..7 of a uint64,
+ * from its 12 packed bytes in 32-bit words (kzk_scales_mins, 4 bytes at a time) */
+KZ_INL void KA(scmn)(const uint8_t *p, uint64_t *sc, uint64_t *mn) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, p, 4);
+    memcpy(&w1, p + 4, 4);
+    memcpy(&w2, p + 8, 4);
+    const uint32_t k6 = 0x3f3f3f3fu, k4 = 0x0f0f0f0fu, k2 = 0x03030303u;
+    *sc = (uint64_t)(w0 & k6) | (uint64_t)((w2 & k4) | ((w0 >> 6) & k2) << 4) << 32;
+    *mn = (uint64_t)(w1 & k6) | (uint64_t)(((w2 >> 4) & k4) | ((w1 >> 6) & k2) << 4) << 32;
+}
+
+/* exact fp16 -> f32 of the 2 halves at p (FCVTL; the reference's kz_fp16_to_f32 values) */
+KZ_INL float32x4_t KA(h2)(const uint8_t *p) {
+    uint32_t h;
+    memcpy(&h, p, 4);
+    return vcvt_f32_f16(vreinterpret_f16_u32(vdup_n_u32(h)));
+}
+
 KZ_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int32_t *summ) {
-    uint8_t sc[8], m[8];
-    kzk_scales_mins(x + 4, sc, m);
+    uint64_t scb, mnb;
+    KA(scmn)(x + 4, &scb, &mnb);
     const uint8_t *qs = x + (q5 ? 48 : 16);
     const int8_t *q8 = (const int8_t *)(a + 4);
     uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
@@ -22,45 +41,87 @@ KZ_INL int32_t KA(sb_q45)(const int q5, const uint8_t *x, const uint8_t *a, int3
     }
     int32_t sumi = 0;
 #if defined(KA_DOT32V)
+    /* sub-block scales as int32 lanes: scl = 0..3, sch = 4..7 */
+    const uint16x8_t sc16 = vmovl_u8(vcreate_u8(scb));
+    const int32x4_t scl = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(sc16)));
+    const int32x4_t sch = vreinterpretq_s32_u32(vmovl_high_u16(sc16));
     int32x4_t vsum = vdupq_n_s32(0);
-#endif
+#define KA_SB(c, v, l)                                                                                        \
+    do {                                                                                                    \
+        uint8x16_t u[4];                                                                                    \
+        kz_arm_q45_codes(q5, qs, h0, h1, c, u);                                                             \
+        const int8_t *a0 = q8 + 64 * (c);                                                                   \
+        vsum = vmlaq_laneq_s32(vsum, KA_DOT32V(vreinterpretq_s8_u8(u[0]), vreinterpretq_s8_u8(u[1]), vld1q_s8(a0), \
+                                               vld1q_s8(a0 + 16)), v, l);                                   \
+        vsum = vmlaq_laneq_s32(vsum, KA_DOT32V(vreinterpretq_s8_u8(u[2]), vreinterpretq_s8_u8(u[3]),          \
+                                               vld1q_s8(a0 + 32), vld1q_s8(a0 + 48)), v, (l) + 1);          \
+    } while (0)
+    KA_SB(0, scl, 0);
+    KA_SB(1, scl, 2);
+    KA_SB(2, sch, 0);
+    KA_SB(3, sch, 2);
+#undef KA_SB
+    sumi = vaddvq_s32(vsum);
+#else
     for (int c = 0; c < 4; c++) {
         uint8x16_t u[4];
         kz_arm_q45_codes(q5, qs, h0, h1, c, u);
         const int8_t *a0 = q8 + 64 * c;
-#if defined(KA_DOT32V)
-        vsum = vmlaq_n_s32(vsum, KA_DOT32V(vreinterpretq_s8_u8(u[0]), vreinterpretq_s8_u8(u[1]), vld1q_s8(a0), vld1q_s8(a0 + 16)),
-                           sc[2 * c]);
-        vsum = vmlaq_n_s32(vsum, KA_DOT32V(vreinterpretq_s8_u8(u[2]), vreinterpretq_s8_u8(u[3]), vld1q_s8(a0 + 32), vld1q_s8(a0 + 48)),
-                           sc[2 * c + 1]);
-#else
         const int32_t s0 =
             KA_DOT32(vreinterpretq_s8_u8(u[0]), vreinterpretq_s8_u8(u[1]), vld1q_s8(a0), vld1q_s8(a0 + 16));
         const int32_t s1 =
             KA_DOT32(vreinterpretq_s8_u8(u[2]), vreinterpretq_s8_u8(u[3]), vld1q_s8(a0 + 32), vld1q_s8(a0 + 48));
-        sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
-#endif
+        sumi += (int32_t)((scb >> (16 * c)) & 0xff) * s0 + (int32_t)((scb >> (16 * c + 8)) & 0xff) * s1;
     }
-#if defined(KA_DOT32V)
-    sumi = vaddvq_s32(vsum);
 #endif
-    /* min term: 8 mins x pairwise bsums (int16 pair sums <= 4064) */
-    int16_t bs[16];
-    memcpy(bs, a + 260, 32);
-    int32_t mm = 0;
-    for (int j = 0; j < 8; j++) mm += m[j] * (bs[2 * j] + bs[2 * j + 1]);
-    *summ = mm;
+    /* min term: 8 mins x pairwise bsums (int16 pair sums <= 4096 in magnitude), exact in int32 */
+    const int16x8_t bs0 = vreinterpretq_s16_u8(vld1q_u8(a + 260)), bs1 = vreinterpretq_s16_u8(vld1q_u8(a + 276));
+    const int16x8_t bp = vpaddq_s16(bs0, bs1);
+    const int16x8_t mv = vreinterpretq_s16_u16(vmovl_u8(vcreate_u8(mnb)));
+    *summ = vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(bp), vget_low_s16(mv)), bp, mv));
     return sumi;
 }
 
 KZ_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
     const int8_t *sc = (const int8_t *)(x + 192);
     const int8_t *q8 = (const int8_t *)(a + 4);
+#if defined(KA_DOT16V)
+    /* sum_k sc[k] (sum (u - 32) a) over the 16-element groups k = sum_k sc[k] (sum u a) - 32 sum_k
+     * sc[k] bsums[k] (Q8_K's bsums[k]: the sum of group k's activations): codes u = q + 32 go
+     * straight into SDOT; scales as int32 lanes sv[k / 4][k % 4]; exact integers (|.| < 2^29) */
+    const int8x16_t s8 = vld1q_s8(sc);
+    const int16x8_t s16l = vmovl_s8(vget_low_s8(s8)), s16h = vmovl_high_s8(s8);
+    const int32x4_t sv0 = vmovl_s16(vget_low_s16(s16l)), sv1 = vmovl_high_s16(s16l);
+    const int32x4_t sv2 = vmovl_s16(vget_low_s16(s16h)), sv3 = vmovl_high_s16(s16h);
+    const int16x8_t bs0 = vreinterpretq_s16_u8(vld1q_u8(a + 260)), bs1 = vreinterpretq_s16_u8(vld1q_u8(a + 276));
+    int32x4_t corr = vmull_s16(vget_low_s16(s16l), vget_low_s16(bs0));
+    corr = vmlal_high_s16(corr, s16l, bs0);
+    corr = vmlal_s16(corr, vget_low_s16(s16h), vget_low_s16(bs1));
+    corr = vmlal_high_s16(corr, s16h, bs1);
+    int32x4_t vsum = vnegq_s32(vshlq_n_s32(corr, 5));
+    /* elements 128c + 32g + 16hlf .. +15 = group 8c + 2g + hlf: lanes hlf, 2 + hlf of svA (g = 0, 1)
+     * and of svB (g = 2, 3) */
+#define KA_Q6G(c, hlf, g, v, l) \
+    vsum = vmlaq_laneq_s32(vsum, KA_DOT16V(vreinterpretq_s8_u8(u[g]), vld1q_s8(q8 + 128 * (c) + 32 * (g) + 16 * (hlf))), v, l)
+#define KA_Q6H(c, hlf, svA, svB)                \
+    do {                                        \
+        uint8x16_t u[4];                        \
+        kz_arm_q6_codes(x, c, hlf, u);          \
+        KA_Q6G(c, hlf, 0, svA, hlf);            \
+        KA_Q6G(c, hlf, 1, svA, 2 + (hlf));      \
+        KA_Q6G(c, hlf, 2, svB, hlf);            \
+        KA_Q6G(c, hlf, 3, svB, 2 + (hlf));      \
+    } while (0)
+    KA_Q6H(0, 0, sv0, sv1);
+    KA_Q6H(0, 1, sv0, sv1);
+    KA_Q6H(1, 0, sv2, sv3);
+    KA_Q6H(1, 1, sv2, sv3);
+#undef KA_Q6H
+#undef KA_Q6G
+    return vaddvq_s32(vsum);
+#else
     const int8x16_t k32 = vdupq_n_s8(32);
     int32_t sumi = 0;
-#if defined(KA_DOT16V)
-    int32x4_t vsum = vdupq_n_s32(0);
-#endif
     for (int c = 0; c < 2; c++) {
         for (int hlf = 0; hlf < 2; hlf++) { /* l in [16 hlf, 16 hlf + 16) of each 32-element group */
             uint8x16_t u[4];
@@ -69,18 +130,12 @@ KZ_INL int32_t KA(sb_q6)(const uint8_t *x, const uint8_t *a) {
                 /* elements 128c + 32g + 16hlf .. +15 = scale group 8c + 2g + hlf */
                 const int8x16_t q = vsubq_s8(vreinterpretq_s8_u8(u[g]), k32);
                 const int8x16_t av = vld1q_s8(q8 + 128 * c + 32 * g + 16 * hlf);
-#if defined(KA_DOT16V)
-                vsum = vmlaq_n_s32(vsum, KA_DOT16V(q, av), sc[8 * c + 2 * g + hlf]);
-#else
                 sumi += sc[8 * c + 2 * g + hlf] * KA_DOT32(q, vdupq_n_s8(0), av, vdupq_n_s8(0));
-#endif
             }
         }
     }
-#if defined(KA_DOT16V)
-    sumi = vaddvq_s32(vsum);
-#endif
     return sumi;
+#endif
 }
 
 KZ_INL float KA(dot_q45)(const int q5, int64_t nb, const uint8_t *x, const uint8_t *a) {
@@ -89,15 +144,18 @@ KZ_INL float KA(dot_q45)(const int q5, int64_t nb, const uint8_t *x, const uint8
     for (int64_t b = 0; b < nb; b++, x += wbs, a += KZK_A_BYTES) {
         int32_t summ;
         const int32_t sumi = KA(sb_q45)(q5, x, a, &summ);
-        s = kzk_fin_q45(s, kzk_act_d(a), kz_fp16_to_f32(kzk_rd16(x)), kz_fp16_to_f32(kzk_rd16(x + 2)), sumi, summ);
+        const float32x4_t dm = KA(h2)(x); /* d, dmin */
+        s = kzk_fin_q45(s, kzk_act_d(a), vgetq_lane_f32(dm, 0), vgetq_lane_f32(dm, 1), sumi, summ);
     }
     return s;
 }
 
 KZ_INL float KA(dot_q6)(int64_t nb, const uint8_t *x, const uint8_t *a) {
     float s = 0.0f;
-    for (int64_t b = 0; b < nb; b++, x += KZK_Q6_BYTES, a += KZK_A_BYTES)
-        s = kzk_fin_q6(s, kzk_act_d(a), kz_fp16_to_f32(kzk_rd16(x + 208)), KA(sb_q6)(x, a));
+    for (int64_t b = 0; b < nb; b++, x += KZK_Q6_BYTES, a += KZK_A_BYTES) {
+        const float d = vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(kzk_rd16(x + 208)))), 0);
+        s = kzk_fin_q6(s, kzk_act_d(a), d, KA(sb_q6)(x, a));
+    }
     return s;
 }
 
