@@ -130,6 +130,7 @@ int kz_memory_estimate(const char *path, const kz_model_params *mp, const kz_con
     kz_model *m = kz_model_load(path, &p, err, errlen);
     if (!m) return -1;
     model_terms(m, pack, out);
+    if (pack) kz_model_plan_packed(m); /* the work area of the packed model */
     int r = context_terms(m, cp, out, err, errlen);
     if (!r) out->total = out->model_total + out->context_total;
     kz_model_free(m);

@@ -129,6 +129,19 @@ static void pack_fn(void *arg, int ith, int nth) {
                             (int64_t)(hi - lo) * 16, t->w->n_in, t->dst + (size_t)lo * kz_q4_0_16x4_group_bytes(t->w->n_in));
 }
 
+void kz_model_plan_packed(kz_model *m) {
+    if (!kz_q4_0_16x4_supported() || !m->gguf || !m->gguf->owns_map || m->repack_buf) return;
+    const int cap = 1 + 12 * m->hp.n_layer + 9;
+    kz_wmat **list = malloc((size_t)cap * sizeof *list);
+    if (!list) return;
+    const int n = pack_list(m, list, cap);
+    for (int i = 0; i < n; i++) { /* a stand-in, never read: the model does not run after this */
+        list[i]->q4_0_16x4 = list[i]->data;
+        list[i]->n_q4_0_16x4 = list[i]->n_out - list[i]->n_out % 16;
+    }
+    free(list);
+}
+
 /* 0 on success or when this CPU has no packed kernel (nothing done); -1 out of memory */
 static int pack_weights(kz_model *m, int n_threads) {
     if (!kz_q4_0_16x4_supported()) return 0;

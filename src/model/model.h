@@ -66,6 +66,12 @@ struct kz_model {
     char arch_name[16];
 };
 
+/* Planning only (kz_memory_estimate on a model loaded without repack_weights): marks the
+ * matrices repack_weights would pack as packed, so the work-area sizes planned for it are the
+ * packed model's (the i8mm prefill reads activation records only for packed rows). The marks
+ * point at the file's rows: the model must not be run afterwards, only freed. */
+void kz_model_plan_packed(kz_model *m);
+
 /* kz_model_load on a caller-owned GGUF image (same validation; used by the fuzzer). buf must
  * outlive the model; name labels the data in error messages (NULL = "<memory>"). */
 kz_model *kz_model_load_mem(const void *buf, size_t size, const char *name,
