@@ -129,12 +129,24 @@ static void pack_fn(void *arg, int ith, int nth) {
                             (int64_t)(hi - lo) * 16, t->w->n_in, t->dst + (size_t)lo * kz_q4_0_16x4_group_bytes(t->w->n_in));
 }
 
-void kz_model_plan_packed(kz_model *m) {
-    if (!kz_q4_0_16x4_supported() || !m->gguf || !m->gguf->owns_map || m->repack_buf) return;
+/* The matrices repack_weights packs on this CPU (malloc'd, *n of them). NULL with *n = 0 when
+ * it packs none: no packed kernel, or weights in caller-owned memory, which cannot be released
+ * after the copy (packing them would double the resident weights: they stay zero-copy). NULL
+ * with *n = -1: out of memory. */
+static kz_wmat **pack_targets(kz_model *m, int *n) {
+    *n = 0;
+    if (!kz_q4_0_16x4_supported() || !m->gguf || !m->gguf->owns_map) return NULL;
     const int cap = 1 + 12 * m->hp.n_layer + 9;
     kz_wmat **list = malloc((size_t)cap * sizeof *list);
+    if (!list) { *n = -1; return NULL; }
+    *n = pack_list(m, list, cap);
+    return list;
+}
+
+void kz_model_plan_packed(kz_model *m) {
+    int n;
+    kz_wmat **list = m->repack_buf ? NULL : pack_targets(m, &n);
     if (!list) return;
-    const int n = pack_list(m, list, cap);
     for (int i = 0; i < n; i++) { /* a stand-in, never read: the model does not run after this */
         list[i]->q4_0_16x4 = list[i]->data;
         list[i]->n_q4_0_16x4 = list[i]->n_out - list[i]->n_out % 16;
@@ -144,14 +156,9 @@ void kz_model_plan_packed(kz_model *m) {
 
 /* 0 on success or when this CPU has no packed kernel (nothing done); -1 out of memory */
 static int pack_weights(kz_model *m, int n_threads) {
-    if (!kz_q4_0_16x4_supported()) return 0;
-    /* weights in caller-owned memory cannot be released after the copy: packing them would
-     * double the resident weights, so they stay as they are (zero-copy) */
-    if (!m->gguf || !m->gguf->owns_map) return 0;
-    const int cap = 1 + 12 * m->hp.n_layer + 9;
-    kz_wmat **list = malloc((size_t)cap * sizeof *list);
-    if (!list) return -1;
-    const int n = pack_list(m, list, cap);
+    int n;
+    kz_wmat **list = pack_targets(m, &n);
+    if (!list) return n < 0 ? -1 : 0;
     size_t total = 0;
     for (int i = 0; i < n; i++) total += (size_t)(list[i]->n_out / 16) * kz_q4_0_16x4_group_bytes(list[i]->n_in);
     m->repack_bytes = total;
