@@ -286,17 +286,22 @@ def test_convert_sampling_keys(tmp_path):
     values given as options; do_sample false -> greedy; options given win over the file."""
     import convert_hf
     src = kzutil.ensure_hf("qwen3")
-    outs = {}
-    for name, gc in (("samp", {"do_sample": True, "temperature": 1.3, "top_k": 7, "top_p": 0.9,
-                               "repetition_penalty": 1.2}),
-                     ("greedy", {"do_sample": False, "temperature": 0.9}), ("none", None)):
+
+    def checkpoint(name, gc_text):
         d = tmp_path / name
         d.mkdir()
         for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
             (d / f).symlink_to(src / f)
-        if gc is not None:
-            (d / "generation_config.json").write_text(json.dumps(gc))
-        outs[name] = convert_hf.convert(str(d), str(tmp_path / f"{name}.gguf"), "q8_0", verbose=False)
+        if gc_text is not None:
+            (d / "generation_config.json").write_text(gc_text)
+        return str(d)
+
+    outs = {}
+    for name, gc in (("samp", {"do_sample": True, "temperature": 1.3, "top_k": 7, "top_p": 0.9,
+                               "repetition_penalty": 1.2}),
+                     ("greedy", {"do_sample": False, "temperature": 0.9}), ("none", None)):
+        d = checkpoint(name, None if gc is None else json.dumps(gc))
+        outs[name] = convert_hf.convert(d, str(tmp_path / f"{name}.gguf"), "q8_0", verbose=False)
     r = gguf.GGUFReader(outs["samp"])
     got = {k: reader_kv(r, k) for k in r.fields if k.startswith("general.sampling.")}
     assert got.keys() == {"general.sampling.temp", "general.sampling.top_k", "general.sampling.top_p",
@@ -316,12 +321,9 @@ def test_convert_sampling_keys(tmp_path):
     assert as_file != gen(outs["none"])  # the keys changed something
     assert gen(outs["greedy"]) == gen(outs["none"], "--temp", 0)
     assert gen(outs["samp"], "--temp", 0, "--repeat-penalty", 1) == gen(outs["none"], "--temp", 0)
-    (tmp_path / "bad").mkdir()
-    for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
-        (tmp_path / "bad" / f).symlink_to(src / f)
-    (tmp_path / "bad" / "generation_config.json").write_text("{not json")
+    bad = checkpoint("bad", "{not json")
     with pytest.raises(convert_hf.ConvertError, match="generation_config.json"):
-        convert_hf.convert(str(tmp_path / "bad"), str(tmp_path / "bad.gguf"), "q8_0", verbose=False)
+        convert_hf.convert(bad, str(tmp_path / "bad.gguf"), "q8_0", verbose=False)
     assert not (tmp_path / "bad.gguf").exists()
 
 
