@@ -151,10 +151,11 @@ static void dot_block(const mm_task *t, int packed, int64_t r0, int64_t nr, int 
                     nt, y, t->ldy);
 }
 
-/* rows [r_lo, r_hi): decode in one call; prefill in MM_RB x MM_TB blocks, abort checked between */
+/* rows [r_lo, r_hi): decode and thin batches in one call (the kernel streams the rows once for
+ * all tokens); prefill in MM_RB x MM_TB blocks, abort checked between */
 static void dot_rows(const mm_task *t, int packed, int64_t r_lo, int64_t r_hi) {
-    if (t->n_tok == 1) {
-        dot_block(t, packed, r_lo, r_hi - r_lo, 0, 1);
+    if (t->n_tok <= MM_THIN) {
+        dot_block(t, packed, r_lo, r_hi - r_lo, 0, t->n_tok);
         return;
     }
     for (int64_t r0 = r_lo; r0 < r_hi; r0 += t->rb) {
@@ -179,8 +180,8 @@ static void dot_range(const mm_task *t, int64_t r_lo, int64_t r_hi) {
 /* Several matrices reading the same X, done in one quantisation + one dispatch (decode pays a
  * pool barrier per dispatch; prefill quantises X once instead of once per matrix).
  *
- * Work sharing: the rows are cut into chunks (decode: ~128 KiB of weights; prefill: one row
- * block) and every thread owns a contiguous run of chunks of about equal weight bytes (an F32
+ * Work sharing: the rows are cut into chunks (decode and thin batches: ~128 KiB of weights;
+ * prefill: one row block) and every thread owns a contiguous run of chunks of about equal weight bytes (an F32
  * row streams 7x the bytes of a Q4_0 row), which it takes front to back, a quarter of what is
  * left at a time: one unbroken stream per thread, as the hardware prefetcher likes, in few
  * kernel calls (each call derives per-block activation terms once). A thread that runs out
@@ -467,7 +468,8 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
         }
         const int64_t unit = unit_rows(t), nu = (wi->n_out + unit - 1) / unit;
         int64_t cu;
-        if (n_tok == 1) {
+        if (n_tok <= MM_THIN) { /* chunks of weight bytes as for decode: a prefill row block (256 rows
+                                 * of FFN down: 1.3 MB) would leave one thread a long tail */
             cu = MM_CHUNK_BYTES / (unit * (int64_t)wi->row_bytes);
             if (cu < 1) cu = 1;
         } else {
