@@ -24,7 +24,8 @@ static void usage(FILE *f) {
                "  --mtp-vocab N   also measure the draft with its head trimmed to token ids < N, and\n"
                "                  use it in the speculative generate runs (default 0: full head only)\n"
                "  --kv f16|f32|q8_0  KV cache type (default f16)\n"
-               "  -p TEXT         prompt of the generate runs (default: a short English request)\n");
+               "  -p TEXT         prompt of the generate runs (default: a short English request)\n"
+               "  --profile       per-part time (ms per call) of the plain step and of each verify size\n");
 }
 
 /* the minimum of the repetitions is reported: the run least disturbed by other jobs */
@@ -47,6 +48,12 @@ static void tm_add(tm *t, double ms) {
     t->n++;
 }
 
+static void prof_add(kz_profile *acc, const kz_profile *p) {
+    for (int i = 0; i < KZ_PROF_COUNT; i++) acc->ms[i] += p->ms[i];
+    acc->tokens += p->tokens;
+    acc->calls += p->calls;
+}
+
 static int count_piece(const char *s, size_t n, void *ud) {
     (void)s;
     (void)n;
@@ -57,11 +64,12 @@ static int count_piece(const char *s, size_t n, void *ud) {
 int cmd_bench_mtp(int argc, char **argv) {
     const char *model = NULL, *kvs = "f16";
     const char *prompt = "Write a short story about a lighthouse keeper and the ships he watches at night.";
-    int threads = 0, reps = 3, n_gen = 64, kmax = 3, dvocab = 0;
+    int threads = 0, reps = 3, n_gen = 64, kmax = 3, dvocab = 0, profile = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--mtp")) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--profile")) { profile = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "kazeia bench --mtp: option %s needs a value (see --help)\n", a); return 2; }
         const char *v = argv[++i];
         int bad = 0;
@@ -112,6 +120,9 @@ int cmd_bench_mtp(int argc, char **argv) {
         fprintf(stderr, "kazeia bench --mtp: %s\n", err);
         goto out;
     }
+    /* --profile: [0] the plain steps, [n] the n-token verifies (each seq's profile reset around the call) */
+    kz_profile pr[KZ_SPEC_NMAX + 1];
+    memset(pr, 0, sizeof pr);
     tm t_plain = {0}, t_draft = {0}, t_draft_trim = {0}, t_verify[KZ_SPEC_NMAX + 1] = {{0}}, t_keep = {0};
     const int trim_rows = dvocab ? kz_seq_mtp_set_vocab(spec, dvocab) : V;
     kz_seq_mtp_set_vocab(spec, 0);
@@ -120,9 +131,11 @@ int cmd_bench_mtp(int argc, char **argv) {
     ratio = calloc((size_t)reps * (KZ_SPEC_NMAX + 3), sizeof *ratio); /* [0]: the trimmed draft */
     if (!ratio) goto out;
     for (int rep = 0; rep < reps; rep++) {
+        kz_seq_profile_enable(plain, profile);
         double t0 = kz_now_ms();
         kz_forward(m, plain, &toks[P + (rep % 16)], 1, lg, 0, err, sizeof err);
         const double tp = kz_now_ms() - t0;
+        if (profile) prof_add(&pr[0], kz_seq_profile(plain));
         tm_add(&t_plain, tp);
         const float *hid = kz_seq_mtp_hidden(spec);
         memcpy(h, hid, (size_t)E * sizeof(float));
@@ -139,12 +152,15 @@ int cmd_bench_mtp(int argc, char **argv) {
             kz_seq_mtp_set_vocab(spec, 0);
         }
         for (int n = 2; n <= kmax + 1; n++) {
+            kz_seq_profile_enable(spec, profile);
             t0 = kz_now_ms();
             if (kz_seq_verify_begin(spec, err, sizeof err) || kz_forward(m, spec, &toks[P], n, lg, 1, err, sizeof err)) {
                 fprintf(stderr, "kazeia bench --mtp: %s\n", err);
                 goto out;
             }
             tm_add(&t_verify[n], kz_now_ms() - t0);
+            if (profile) prof_add(&pr[n], kz_seq_profile(spec));
+            kz_seq_profile_enable(spec, 0);
             ratio[(size_t)n * reps + rep] = (kz_now_ms() - t0) / tp;
             t0 = kz_now_ms();
             kz_seq_verify_keep(spec, 1); /* back to one token past P: the worst-case rollback */
@@ -182,6 +198,23 @@ int cmd_bench_mtp(int argc, char **argv) {
             printf("GDN state copy:      %8.2f ms  (%.3fx)  [%.1f MiB: the snapshot, once per verify]\n", t_cp.min,
                    t_cp.min / unit, bytes / 1048576.0);
         free(cp);
+    }
+
+    if (profile) {
+        printf("profile, ms per call (mean over %d repetitions):\n  %-14s %8s", reps, "part", "plain");
+        for (int n = 2; n <= kmax + 1; n++) printf("  verify %d", n);
+        printf("\n");
+        for (int i = 0; i <= KZ_PROF_COUNT; i++) {
+            printf("  %-14s", i < KZ_PROF_COUNT ? kz_prof_name(i) : "total");
+            for (int n = 1; n <= kmax + 1; n++) {
+                const kz_profile *q = &pr[n == 1 ? 0 : n];
+                double v = 0;
+                for (int j = 0; j < KZ_PROF_COUNT; j++)
+                    if (i == KZ_PROF_COUNT || j == i) v += q->ms[j];
+                printf(n == 1 ? " %8.2f" : " %9.2f", q->calls ? v / q->calls : 0.0);
+            }
+            printf("\n");
+        }
     }
 
     /* 2. end to end through kz_generate: plain, speculative adaptive, speculative fixed k,
