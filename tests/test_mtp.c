@@ -107,6 +107,47 @@ static void test_verify_rows(kz_model *m, kz_kv_type kv) {
     kz_seq_free(b);
 }
 
+/* ---- plain steps defer their MTP KV slots (kz_mtp_flush): the drafts after a run of plain
+ * steps (longer than the wait ring, so it also fills when full) equal those of a sequence whose
+ * slots were filled after every step (a draft flushes first), bit for bit ---- */
+static void test_deferred_fill(kz_model *m) {
+    const int V = kz_model_n_vocab(m), E = kz_model_n_embd(m), NS = 150; /* > 2 x KZ_MTP_PEND_MAX plain steps */
+    char err[256];
+    unsigned long long r = 0x51ed27a1f00dull;
+    int32_t tok[NP + 150];
+    for (int i = 0; i < NP + NS; i++) tok[i] = (int32_t)(kt_rng(&r) % (unsigned)V);
+    kz_seq *a = kz_seq_new(m, 512, 16, 2, KZ_KV_F16, err, sizeof err), *b = kz_seq_new(m, 512, 16, 2, KZ_KV_F16, err, sizeof err);
+    float *la = malloc((size_t)V * sizeof(float)), *lb = malloc((size_t)V * sizeof(float));
+    float *h = malloc(2 * (size_t)E * sizeof(float)), *hb = malloc(2 * (size_t)E * sizeof(float));
+    CHECK(a && b && la && lb && h && hb);
+    if (!a || !b || !la || !lb || !h || !hb) goto out;
+    CHECK(kz_forward(m, a, tok, NP, la, 0, err, sizeof err) == 0 && kz_forward(m, b, tok, NP, lb, 0, err, sizeof err) == 0);
+    int diff = 0, drafts = 0;
+    for (int i = 0; i < NS; i++) {
+        CHECK(kz_forward(m, a, &tok[NP + i], 1, la, 0, err, sizeof err) == 0);
+        CHECK(kz_forward(m, b, &tok[NP + i], 1, lb, 0, err, sizeof err) == 0);
+        CHECK(kz_seq_mtp_ready(a) && kz_seq_mtp_ready(b));
+        /* b drafts after every step; a only now and then (at 23, 87, 149: its ring filled before) */
+        memcpy(hb, kz_seq_mtp_hidden(b), (size_t)E * sizeof(float));
+        const int32_t db = kz_seq_mtp_draft(b, hb, tok[NP + i], kz_seq_n_past(b) - 1, lb, hb + E);
+        if (i == 23 || i == 87 || i == NS - 1) {
+            memcpy(h, kz_seq_mtp_hidden(a), (size_t)E * sizeof(float));
+            const int32_t da = kz_seq_mtp_draft(a, h, tok[NP + i], kz_seq_n_past(a) - 1, la, h + E);
+            diff += da != db || memcmp(la, lb, (size_t)V * sizeof(float)) != 0 ||
+                    memcmp(h + E, hb + E, (size_t)E * sizeof(float)) != 0;
+            drafts++;
+        }
+    }
+    CHECKF(diff == 0 && drafts == 3, "%d of %d drafts after deferred MTP fills differ", diff, drafts);
+out:
+    free(la);
+    free(lb);
+    free(h);
+    free(hb);
+    kz_seq_free(a);
+    kz_seq_free(b);
+}
+
 /* ---- kz_generate: speculative == plain ---- */
 
 typedef struct {
@@ -310,6 +351,7 @@ int main(int argc, char **argv) {
         kz_model_describe(m, d, sizeof d);
         CHECKF(strstr(d, "+ MTP block") != NULL, "%s", d);
         test_verify_rows(m, KZ_KV_F16);
+        test_deferred_fill(m);
         if (!child && it == 1) test_verify_rows(m, KZ_KV_Q8_0);
         if (!child && it == 0) test_verify_rows(m, KZ_KV_F32);
         if (it == 1) test_generate(m, child); /* Q4_0: the integer paths; F32 rows checked above */

@@ -11,6 +11,9 @@
 #include "sys/threadpool.h"
 #include "sys/clock.h"
 
+/* plain steps whose MTP KV slots may wait for one batched fill (kz_mtp_flush) */
+#define KZ_MTP_PEND_MAX 64
+
 /* attention work items wanted per layer before positions get split (>= typical thread counts) */
 #define KZ_ATTN_MIN_ITEMS 16
 /* batches of at least this many tokens use the tiled attention (kz_attn_tile); the choice
@@ -81,7 +84,13 @@ struct kz_seq {
     /* MTP draft head (mtp_layer.c): with mtp_on every forward also fills its KV (slot s holds
      * the pair (trunk hidden at s, token s+1), rope position s+1) */
     int mtp_on;
-    int mtp_n;              /* MTP KV slots filled: n_past - 1 once the sequence has tokens */
+    int mtp_n;              /* MTP KV slots filled (+ mtp_pend waiting): n_past - 1 once it has tokens */
+    /* plain one-token steps defer their MTP KV slot: (hidden, token) pairs wait here and are
+     * filled as one batch (kz_mtp_flush) before anything reads the MTP KV, or when it is full;
+     * a model decoding without drafts then pays no per-step MTP work */
+    float *mtp_pend_h;      /* [mtp_pend_max][n_embd] trunk hiddens of slots mtp_n .. */
+    int32_t *mtp_pend_tok;  /* [mtp_pend_max] the tokens paired with them */
+    int mtp_pend, mtp_pend_max; /* min(n_batch, KZ_MTP_PEND_MAX) */
     float *mtp_h;           /* [n_embd] trunk hidden after the final norm at position n_past - 1 */
     float *hfin;            /* [B][n_embd] the chunk's final-normed hiddens (mtp_on) */
     float *mtp_cat;         /* [B][2 n_embd] eh_proj input, embedding half first */
@@ -144,6 +153,8 @@ void kz_attn_kv_layer(kz_seq *s, const kz_layer *ly, int n, int p0, const kz_mm_
 /* MTP fill after a trunk chunk of tok[0..n) at p0 whose final-normed hiddens are in s->hfin
  * (mtp_layer.c) */
 void kz_mtp_fill(kz_seq *s, const int32_t *tok, int n, int p0);
+/* the deferred MTP KV slots filled now (a no-op when none wait) */
+void kz_mtp_flush(kz_seq *s);
 /* zero the MTP block's K/V rows [0, n): slots no fill wrote (a restored state) read as
  * neutral instead of stale or uninitialised (verify.c) */
 void kz_seq_mtp_kv_clear(kz_seq *s, int n);

@@ -33,8 +33,28 @@ static void mtp_project(kz_seq *s, int n) {
         kz_rmsnorm(s->hn + (size_t)r * E, s->x + (size_t)r * E, t->ly.attn_norm, E, hp->rms_eps);
 }
 
+void kz_mtp_flush(kz_seq *s) {
+    if (!s->mtp_pend) return;
+    const int E = s->m->hp.n_embd, n = s->mtp_pend;
+    for (int r = 0; r < n; r++)
+        mtp_cat_row(s, r, s->mtp_pend_h + (size_t)r * E, s->mtp_pend_tok[r], s->mtp_n + r);
+    mtp_project(s, n);
+    kz_attn_kv_layer(s, &s->m->mtp->ly, n, s->mtp_n, NULL);
+    s->mtp_n += n;
+    s->mtp_pend = 0;
+}
+
 void kz_mtp_fill(kz_seq *s, const int32_t *tok, int n, int p0) {
     const int E = s->m->hp.n_embd;
+    if (n == 1 && p0 > 0 && !s->spec_rec && s->mtp_n >= 0 && s->mtp_n + s->mtp_pend == p0 - 1) {
+        /* a plain step: its slot p0 - 1 waits (the ring full: the waiting ones go first) */
+        if (s->mtp_pend == s->mtp_pend_max) kz_mtp_flush(s);
+        memcpy(s->mtp_pend_h + (size_t)s->mtp_pend * E, s->mtp_h, (size_t)E * sizeof(float));
+        s->mtp_pend_tok[s->mtp_pend++] = tok[0];
+        memcpy(s->mtp_h, s->hfin, (size_t)E * sizeof(float));
+        return;
+    }
+    kz_mtp_flush(s);
     /* token p0 + i pairs with the hidden at p0 + i - 1: the previous call's last one for i = 0
      * (none at the start of the sequence) */
     const int i0 = p0 == 0 ? 1 : 0;
@@ -52,6 +72,7 @@ int32_t kz_seq_mtp_draft(kz_seq *s, const float *h, int32_t tok, int slot, float
     const kz_hparams *hp = &s->m->hp;
     const kz_mtp *t = s->m->mtp;
     const int E = hp->n_embd;
+    kz_mtp_flush(s); /* the draft attends over the whole MTP KV */
     mtp_cat_row(s, 0, h, tok, slot);
     mtp_project(s, 1);
     kz_attn_layer(s, &t->ly, 1, slot, NULL);

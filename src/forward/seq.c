@@ -75,6 +75,9 @@ static void plan_scratch(kz_seq *s, arena *a) {
         s->hfin = take(a, B, E);
         s->mtp_cat = take(a, B, 2 * E);
         s->mtp_h = take(a, 1, E);
+        s->mtp_pend_max = (int)(B < KZ_MTP_PEND_MAX ? B : KZ_MTP_PEND_MAX);
+        s->mtp_pend_h = take(a, (size_t)s->mtp_pend_max, E);
+        s->mtp_pend_tok = (int32_t *)take(a, (size_t)s->mtp_pend_max, 1); /* int32 in float-sized cells */
     }
     const size_t layers_from = a->off; /* the layer views overlap from here */
     size_t end = layers_from;
@@ -254,6 +257,7 @@ void kz_seq_reset(kz_seq *s) {
     if (s->conv_state) memset(s->conv_state, 0, gdn_state_floats(s) * sizeof(float));
     s->n_past = 0;
     s->mtp_n = 0;
+    s->mtp_pend = 0;
     s->rec_valid = 0;
     s->logits_argmax = -1;
 }
@@ -264,6 +268,7 @@ int64_t kz_seq_logits_argmax(const kz_seq *s) { return s ? s->logits_argmax : -1
 
 void kz_seq_view_get(kz_seq *s, kz_seq_view *v) {
     const kz_hparams *hp = &s->m->hp;
+    kz_mtp_flush(s); /* the view shows the MTP KV whole */
     v->n_past = s->n_past;
     v->n_ctx = s->n_ctx;
     v->kv_type = s->kv_type;
@@ -279,11 +284,12 @@ void kz_seq_view_get(kz_seq *s, kz_seq_view *v) {
 }
 
 int kz_seq_mtp_ready(const kz_seq *s) {
-    return s && s->m->mtp && s->mtp_on && s->n_past > 0 && s->mtp_n == s->n_past - 1;
+    return s && s->m->mtp && s->mtp_on && s->n_past > 0 && s->mtp_n >= 0 && s->mtp_n + s->mtp_pend == s->n_past - 1;
 }
 
 int kz_seq_rewind(kz_seq *s, int n_past, const float *mtp_h) {
     if (!s || n_past < 0 || n_past > s->n_past) return -1;
+    kz_mtp_flush(s); /* slots below n_past stay valid */
     s->n_past = n_past;
     s->logits_argmax = -1;
     s->rec_valid = 0;
@@ -297,6 +303,7 @@ int kz_seq_rewind(kz_seq *s, int n_past, const float *mtp_h) {
 
 int kz_seq_mtp_restore(kz_seq *s) {
     if (!s || !s->m->mtp || !s->mtp_on) return -1;
+    s->mtp_pend = 0;
     s->mtp_n = s->n_past - 1;
     return 0;
 }
@@ -308,6 +315,7 @@ int kz_seq_set_n_past(kz_seq *s, int n_past) {
     /* the MTP KV and hidden are unknown until kz_seq_mtp_restore: cleared, and no draft until a
      * forward gives the hidden (mtp_n -1); drafts are only proposals, the output stays exact */
     s->mtp_n = n_past ? -1 : 0;
+    s->mtp_pend = 0;
     s->rec_valid = 0;
     if (s->mtp_h) memset(s->mtp_h, 0, (size_t)s->m->hp.n_embd * sizeof(float));
     if (s->mtp_on && n_past) kz_seq_mtp_kv_clear(s, n_past);

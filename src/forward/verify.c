@@ -27,6 +27,7 @@ int kz_seq_mtp_enable(kz_seq *s, int on) {
     if (on && !s->mtp_on && s->n_past) kz_seq_mtp_kv_clear(s, s->n_past);
     s->mtp_on = on != 0;
     s->mtp_n = 0;
+    s->mtp_pend = 0;
     if (s->mtp_h) memset(s->mtp_h, 0, (size_t)s->m->hp.n_embd * sizeof(float));
     return 0;
 }
@@ -61,6 +62,7 @@ int kz_seq_verify_begin(kz_seq *s, char *err, size_t errlen) {
         s->rec_scr = s->rec_beta + N * (size_t)hp->ssm_n_v_heads * nl;
         s->rec_h = s->rec_scr + N * (size_t)hp->ssm_d_inner * nl;
     }
+    kz_mtp_flush(s); /* the batch records mtp_n for its rollback */
     s->spec_rec = 1;
     s->rec_valid = 0;
     return 0;
