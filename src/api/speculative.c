@@ -177,13 +177,23 @@ static double cost_med(const struct cost *c) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* cost of a verify of n tokens relative to a plain step: measured when both are, else a prior
- * (a bandwidth-bound step costs little more for a few more rows); never below one step (it
- * reads the same weights), so a disturbed plain-step timing cannot make drafting look free */
+/* cost of a verify of n tokens relative to a plain step: measured when both are; else on the
+ * line through (1, 1) and the largest size measured (each row adds about the same work), so
+ * one dear verify rules out the smaller sizes without trying each; else a prior (a bandwidth-
+ * bound step costs little more for a few more rows). Never below one step (it reads the same
+ * weights), so a disturbed plain-step timing cannot make drafting look free. */
 static double rel_verify(const struct kz_spec *sp, int n) {
     if (sp->fixed[1] > 0) return sp->fixed[n];
     double r = 1.0 + 0.1 * (n - 1);
-    if (sp->verify[n].n && sp->verify[1].n) r = cost_med(&sp->verify[n]) / cost_med(&sp->verify[1]);
+    if (sp->verify[n].n && sp->verify[1].n) {
+        r = cost_med(&sp->verify[n]) / cost_med(&sp->verify[1]);
+    } else if (sp->verify[1].n) {
+        for (int m = KZ_SPEC_NMAX; m >= 2; m--)
+            if (sp->verify[m].n) {
+                r = 1.0 + (cost_med(&sp->verify[m]) / cost_med(&sp->verify[1]) - 1.0) * (n - 1) / (m - 1);
+                break;
+            }
+    }
     return r < 1.0 ? 1.0 : r;
 }
 static double rel_draft(const struct kz_spec *sp) {
