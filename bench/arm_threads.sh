@@ -4,6 +4,7 @@
 #
 #   bench/arm_threads.sh [--models qwen35-0.8b[,qwen35-4b]] [--type q4_0] [--prefill 64]
 #                        [--decode 2,6] [--isa i8mm] [--threads 1,6] [--layers N] [--symbols N]
+#                        [--lock Q]
 #   bench/arm_threads.sh --selftest    # the plugin's per-thread, task and dispatch accounting
 #
 # INSTRUCTIONS, NOT CYCLES (see bench/arm_icount.sh). qemu-user runs each guest thread on a host
@@ -21,6 +22,10 @@
 #             lasts as long as its busiest thread), on T equal cores
 #   wait      spin + park instructions (they depend on the host's schedule: not the phone's)
 #   eff       work / (T x crit)  (1.00: perfect split, no serial phase)
+# --lock Q: equal-speed cores in virtual time (plugin lock=Q: no thread runs more than Q
+# instructions ahead of the slowest running one; a thread parked in a futex resumes at the
+# slowest clock): "vpath" = thread 0's clock per token, the critical path with the pool's
+# barriers, waits and dynamic split as they play out on T equal cores (~5-10x slower runs).
 # The split between threads is dynamic (kz_runs_next: owners first, then stealing), so which
 # thread does what follows qemu's host schedule and varies from run to run; the work total,
 # the serial part and the dispatch count do not.
@@ -36,6 +41,7 @@ ISA=i8mm
 THREADS=1,6
 NLAYER=0
 NSYM=8
+LOCK=0
 SELFTEST=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,8 +53,9 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift 2 ;;
     --layers) NLAYER=$2; shift 2 ;;
     --symbols) NSYM=$2; shift 2 ;;
+    --lock) LOCK=$2; shift 2 ;;
     --selftest) SELFTEST=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "arm_threads.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -72,11 +79,12 @@ if [ $SELFTEST = 1 ]; then
     A=0x$(aarch64-linux-gnu-nm $B | awk '$3=="dispatch"{print $1}')
     K=4
     for n in 1000 3000; do
-        $QEMU -plugin $PLUGIN,out=$OUT/selftest-thr-$n.txt,thr=1,par=dispatch:worker,disp=$A,wait='*t_fla*' $B $n $K >/dev/null
+        $QEMU -plugin $PLUGIN,out=$OUT/selftest-thr-$n.txt,thr=1,par=dispatch:worker,disp=$A,wait='*t_fla*',lock=500 $B $n $K >/dev/null
     done
     awk -v K=$K 'FNR==1{f++}
         $1=="thread"{ w[f,$2]=$4; wt[f,$2]=$5; ou[f,$2]=$6; sd[f,$2]=$8 }
         $1=="crit"{ cr[f]=$2 } $1=="dsum"{ ds[f]=$2 } $1=="dispatches"{ nd[f]=$2 }
+        $1=="vtime" && $2==0 { vt[f]=$3 }
         END{ bad=0
             # per pass: 3 SDOT; thread i: (i + 1) passes in each of 2 tasks, thread 0: + 1 outside
             for (i = 0; i < K; i++) { s=(sd[2,i]-sd[1,i])/2000; want=3*(2*(i+1)+(i==0));
@@ -90,6 +98,9 @@ if [ $SELFTEST = 1 ]; then
             # the spin is waiting: work per thread is the loop passes alone (+ a constant)
             for (i = 1; i < K; i++) { x=(w[2,i]-w[1,i])/2000; if (x != 2*(i+1)*P) { bad=1; printf "thread %d: work per n %g (want %g)\n", i, x, 2*(i+1)*P } }
             if (wt[2,1] <= 0) { bad=1; print "no waiting counted" }
+            # lock=500: thread 0 waits for the slowest thread (4 passes) in each dispatch
+            v=(vt[2]-vt[1])/2000
+            printf "virtual time of thread 0: %g per n (want 9 x %g, +-2 %%)\n", v, P; if (v < 0.98*9*P || v > 1.02*9*P) bad=1
             exit bad }' $OUT/selftest-thr-1000.txt $OUT/selftest-thr-3000.txt \
         && echo "threads selftest ok" || { echo "threads selftest FAILED"; exit 1; }
     exit 0
@@ -102,14 +113,16 @@ BIN=$KZB/kazeia
 DISP=0x$(aarch64-linux-gnu-nm $BIN | awk '$3=="kz_pool_run"{print $1}')
 [ "$DISP" != 0x ] || { echo "arm_threads.sh: no kz_pool_run in $BIN" >&2; exit 1; }
 
+LOCKARG=
+[ "$LOCK" != 0 ] && LOCKARG=,lock=$LOCK
 # count T MODEL P N -> the plugin's file (cached by binary, model, arguments)
 count() {
     local t=$1 model=$2 p=$3 n=$4 key f
-    key=$(cat $BIN $PLUGIN | sha1sum | cut -c1-12)-$(basename $model .gguf)-thr-$ISA-t$t-p$p-n$n
+    key=$(cat $BIN $PLUGIN | sha1sum | cut -c1-12)-$(basename $model .gguf)-thr-$ISA-t$t-p$p-n$n${LOCKARG:+-lock$LOCK}
     f=$OUT/runs/$key.txt
     if [ ! -s $f ]; then
         echo "  qemu: KZ_ISA=$ISA $(basename $model) -t $t p=$p n=$n" >&2
-        KZ_ISA=$ISA $QEMU -plugin $PLUGIN,out=$f.tmp,sym=1,thr=1,par=kz_pool_run:worker_main,disp=$DISP,wait=$WAIT \
+        KZ_ISA=$ISA $QEMU -plugin $PLUGIN,out=$f.tmp,sym=1,thr=1,par=kz_pool_run:worker_main,disp=$DISP,wait=$WAIT$LOCKARG \
             $BIN bench -m $model -p $p -n $n -t $t -r 1 --warmup 0 --no-membw >$f.log 2>&1 \
             || { echo "arm_threads.sh: run failed, see $f.log" >&2; exit 1; }
         mv $f.tmp $f
@@ -122,6 +135,7 @@ row() {
     awk -v n=$3 -v T=$4 -v lab="$5" 'FNR==1{f++}
         $1=="thread"{ w[f,$2]=$4; wt[f,$2]=$5; ou[f,$2]=$6; th[$2]=1 }
         $1=="crit"{ cr[f]=$2 } $1=="dispatches"{ nd[f]=$2 }
+        $1=="vtime" && $2==0 { vt[f]=$3 }
         $1=="tsym" && !$4 { tv[f,$2,$5]=$3; if ($2 > 0) oth[$5]=1; sy[$5]=1 }
         $1=="ssym" && !$3 { ss[f,$4]=$2 }
         END{ W=0; Wt=0; B=0; per=""
@@ -133,8 +147,9 @@ row() {
             for (s in sy) if (!(s in oth)) solo+=((tv[2,0,s]-ss[2,s])-(tv[1,0,s]-ss[1,s]))/n
             if (T == 1) solo=0
             M=S+solo+(W-S-solo)/T
-            printf "| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %s |\n", lab, T, W/1e6, S/1e6, solo/1e6,
-                M/1e6, W/(T*M), B/1e6, C/1e6, W/(T*C), (nd[2]-nd[1])/n, Wt/1e6, per }' $1 $2
+            V=(vt[2]-vt[1])/n; vp=(2 in vt) ? sprintf("%.2f | %.2f", V/1e6, W/(T*V)) : "- | -"
+            printf "| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.1f | %.2f | %s |\n", lab, T, W/1e6, S/1e6, solo/1e6,
+                M/1e6, W/(T*M), B/1e6, C/1e6, W/(T*C), vp, (nd[2]-nd[1])/n, Wt/1e6, per }' $1 $2
 }
 # thread 0's serial symbols (outside tasks), per token, the largest N
 sersym() {
@@ -182,14 +197,16 @@ for M in "${ML[@]}"; do
     done
 done
 echo
-echo "Instructions per token (millions), not cycles; qemu-aarch64 -cpu max, KZ_ISA=$ISA, $TYPE, random weights;"
+echo "Instructions per token (millions), not cycles; qemu-aarch64 -cpu max, KZ_ISA=$ISA, $TYPE, random weights${LOCKARG:+, lock=$LOCK};"
 echo "prefill@L: runs of L and L/2 (or the previous L) tokens differenced; decode: runs of ${DL[0]} and ${DL[1]} tokens."
 echo "serial: thread 0 outside tasks; solo: thread 0 alone in tasks (symbols no other thread ran);"
 echo "path = serial + solo + rest / threads (equal cores, the rest balanced), eff = work / (threads x path);"
 echo "under qemu's schedule: busiest = max over threads, crit = per-dispatch busiest + serial, eff' = work / (threads x crit)"
 echo
-echo "| model | phase | threads | work | serial | solo | path | eff | busiest | crit | eff' | dispatches/tok | wait | work per thread |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "vpath (--lock): thread 0's virtual clock on equal cores, veff = work / (threads x vpath)"
+echo
+echo "| model | phase | threads | work | serial | solo | path | eff | busiest | crit | eff' | vpath | veff | dispatches/tok | wait | work per thread |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf "%s" "$ROWS"
 [ -n "$SYMS" ] && printf "%s\n" "$SYMS"
 true

@@ -15,6 +15,7 @@
  * time it is entered: the busiest thread's task work in it adds to "crit".
  * Built against the plugin API version 1 of QEMU 7.x; the declarations below restate that API's
  * C interface (include/qemu/qemu-plugin.h), which Debian does not install. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, sched_yield under -std=c11 */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <time.h>
 
 /* ---- the plugin API (version 1) as QEMU 7.2 defines it ---- */
 #define QPLUGIN_EXPORT __attribute__((visibility("default")))
@@ -49,6 +52,14 @@ typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userd
 void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, qemu_plugin_vcpu_udata_cb_t cb,
                                           enum qemu_plugin_cb_flags flags, void *userdata);
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
+typedef void (*qemu_plugin_vcpu_simple_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_index);
+void qemu_plugin_register_vcpu_init_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_simple_cb_t cb);
+typedef void (*qemu_plugin_vcpu_syscall_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_index, int64_t num, uint64_t a1,
+                                              uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
+                                              uint64_t a7, uint64_t a8);
+void qemu_plugin_register_vcpu_syscall_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_syscall_cb_t cb);
+typedef void (*qemu_plugin_vcpu_syscall_ret_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_idx, int64_t num, int64_t ret);
+void qemu_plugin_register_vcpu_syscall_ret_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_syscall_ret_cb_t cb);
 typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
 void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
 void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb *tb, enum qemu_plugin_op op, void *ptr,
@@ -90,8 +101,9 @@ typedef struct ctr {
  * closer reads and zeroes it while every task has ended); padded against false sharing */
 typedef struct vstate {
     uint64_t insns, sdot, smmla, work, wait, outside, task, dwork;
-    int in_task, seen;
-    char pad[128 - 8 * 8 - 2 * sizeof(int)];
+    uint64_t vt, jump; /* lock=Q: virtual time (instructions, + jumps over futex waits) */
+    int in_task, seen, blocked, gone;
+    char pad[128 - 10 * 8 - 4 * sizeof(int)];
 } vstate;
 
 /* thr=1: a translated block's counts, runs of one symbol each */
@@ -120,6 +132,8 @@ static struct {
     int nret, ret_full;
     vstate v[MAXV];
     uint64_t crit, dsum, ndisp, vover;
+    uint64_t lock, stalls; /* lock=Q: no thread runs more than Q instructions ahead of another */
+    int nv;                /* vCPU slots in use */
 } S;
 
 /* name matches pattern: exact, "pre*" a prefix, "*suf" a suffix, "*mid*" a substring */
@@ -201,6 +215,79 @@ static void close_dispatch(void) {
     S.crit += m, S.dsum += sum, S.ndisp++;
 }
 
+/* lock=Q: equal-speed cores in virtual time. Each running thread's clock is its instruction
+ * count; a thread Q ahead of the slowest running one waits (on the host) for it to catch up;
+ * a thread blocked in a futex wait (parked) does not hold the others up and resumes at the
+ * slowest running clock (a wake costs nothing). The critical path is then thread 0's clock. */
+static uint64_t min_running(unsigned int self) {
+    uint64_t m = UINT64_MAX;
+    const int nv = LD(S.nv);
+    for (int i = 0; i < nv; i++) {
+        const vstate *v = &S.v[i];
+        if ((unsigned)i == self || !LD(v->seen) || LD(v->blocked) || LD(v->gone)) continue;
+        const uint64_t t = LD(v->vt);
+        m = t < m ? t : m;
+    }
+    return m;
+}
+
+static long long host_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void lock_step(unsigned int vi, vstate *s) {
+    long long t0 = 0;
+    for (unsigned k = 1;; k++) {
+        const uint64_t m = min_running(vi);
+        if (m == UINT64_MAX || s->vt <= m + S.lock) return;
+        if (!(k & 63)) { /* a thread held elsewhere in QEMU (exclusive work): give up after 0.5 s */
+            const long long t = host_ns();
+            if (!t0) t0 = t;
+            else if (t - t0 > 500000000LL) {
+                __atomic_fetch_add(&S.stalls, 1, __ATOMIC_RELAXED);
+                return;
+            }
+        }
+        sched_yield();
+    }
+}
+
+static void vcpu_seen(unsigned int vi) {
+    int nv = LD(S.nv);
+    while ((int)vi >= nv && !__atomic_compare_exchange_n(&S.nv, &nv, (int)vi + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    if (!S.v[vi].seen) {
+        const uint64_t m = min_running(vi); /* a new thread starts now: at the slowest clock */
+        ST(S.v[vi].vt, m == UINT64_MAX ? 0 : m);
+        ST(S.v[vi].seen, 1);
+    }
+}
+
+static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vi) {
+    (void)id;
+    if (vi < MAXV) vcpu_seen(vi);
+}
+
+/* AArch64 Linux: futex 98 (FUTEX_WAIT 0, FUTEX_WAIT_BITSET 9, low 7 bits of the op), exit 93,
+ * exit_group 94 */
+static void on_syscall(qemu_plugin_id_t id, unsigned int vi, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
+                       uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7, uint64_t a8) {
+    (void)id, (void)a1, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
+    if (vi >= MAXV) return;
+    if (num == 98 && ((a2 & 127) == 0 || (a2 & 127) == 9)) ST(S.v[vi].blocked, 1);
+    if (num == 93 || num == 94) ST(S.v[vi].gone, 1);
+}
+
+static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vi, int64_t num, int64_t ret) {
+    (void)id, (void)num, (void)ret;
+    if (vi >= MAXV || !S.v[vi].blocked) return;
+    vstate *s = &S.v[vi];
+    const uint64_t m = min_running(vi);
+    if (m != UINT64_MAX && m > s->vt) s->jump += m - s->vt, ST(s->vt, m);
+    ST(s->blocked, 0);
+}
+
 static void on_exec(unsigned int vi, void *u) {
     const tbinfo *b = u;
     if (vi >= MAXV) vi = MAXV - 1, ST(S.vover, 1);
@@ -208,7 +295,7 @@ static void on_exec(unsigned int vi, void *u) {
     if (b->flags & TB_DISP) close_dispatch();
     if (b->flags & TB_TASK_END) s->in_task = 0;
     if (b->flags & TB_TASK_START) s->in_task = 1;
-    s->seen = 1;
+    if (!s->seen) vcpu_seen(vi);
     s->insns += b->ni, s->sdot += b->nd, s->smmla += b->nm;
     s->wait += b->ni - b->nwork;
     s->work += b->nwork;
@@ -217,6 +304,10 @@ static void on_exec(unsigned int vi, void *u) {
         ST(s->dwork, s->dwork + b->nwork);
     } else {
         s->outside += b->nwork;
+    }
+    if (S.lock) {
+        ST(s->vt, s->vt + b->ni);
+        lock_step(vi, s);
     }
     if (S.per_sym)
         for (int i = 0; i < b->nrun; i++) {
@@ -344,6 +435,9 @@ static void on_exit_cb(qemu_plugin_id_t id, void *u) {
                      i, v->insns, v->work, v->wait, v->outside, v->task, v->sdot, v->smmla);
         }
         EMIT("dispatches %" PRIu64 "\ncrit %" PRIu64 "\ndsum %" PRIu64 "\n", S.ndisp, S.crit, S.dsum);
+        for (int i = 0; S.lock && i < MAXV; i++)
+            if (S.v[i].seen) EMIT("vtime %d %" PRIu64 " %" PRIu64 "\n", i, S.v[i].vt, S.v[i].jump);
+        if (S.lock) EMIT("stalls %" PRIu64 "\n", S.stalls);
     }
     if (S.per_sym && S.n) {
         ctr **v = malloc(S.n * sizeof *v);
@@ -396,6 +490,11 @@ QPLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *i
         else if (!strcmp(argv[i], "sym=0") || !strcmp(argv[i], "sym=off")) S.per_sym = 0;
         else if (!strcmp(argv[i], "thr=1") || !strcmp(argv[i], "thr=on")) S.thr = 1;
         else if (!strcmp(argv[i], "thr=0") || !strcmp(argv[i], "thr=off")) S.thr = 0;
+        else if (!strncmp(argv[i], "lock=", 5)) {
+            char *e;
+            S.lock = strtoull(argv[i] + 5, &e, 0);
+            bad = *e != 0;
+        }
         else if (!strncmp(argv[i], "wait=", 5)) bad = split_names(argv[i] + 5, S.wait, &S.nwait);
         else if (!strncmp(argv[i], "par=", 4)) bad = split_names(argv[i] + 4, S.par, &S.npar);
         else if (!strncmp(argv[i], "disp=", 5)) {
@@ -406,7 +505,7 @@ QPLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *i
         if (bad) {
             char line[400];
             snprintf(line, sizeof line,
-                     "kz-icount: bad argument '%.200s' (use out=FILE, sym=1, thr=1, wait=A:B*, par=F:G, disp=0xADDR; "
+                     "kz-icount: bad argument '%.200s' (use out=FILE, sym=1, thr=1, wait=A:B*, par=F:G, disp=0xADDR, lock=Q; "
                      "at most %d names)\n", argv[i], MAXPAT);
             qemu_plugin_outs(line);
             return -1;
@@ -414,6 +513,15 @@ QPLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *i
     }
     S.total.name = "(total)";
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_trans);
+    if (S.lock && !S.thr) {
+        qemu_plugin_outs("kz-icount: lock= needs thr=1\n");
+        return -1;
+    }
+    if (S.lock) {
+        qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+        qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+        qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
+    }
     qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
     return 0;
 }
