@@ -102,8 +102,9 @@ typedef struct ctr {
 typedef struct vstate {
     uint64_t insns, sdot, smmla, work, wait, outside, task, dwork;
     uint64_t vt, jump; /* lock=Q: virtual time (instructions, + jumps over futex waits) */
+    uint64_t futex;    /* lock=Q: the futex word a blocked thread waits on */
     int in_task, seen, blocked, gone;
-    char pad[128 - 10 * 8 - 4 * sizeof(int)];
+    char pad[128 - 11 * 8 - 4 * sizeof(int)];
 } vstate;
 
 /* thr=1: a translated block's counts, runs of one symbol each */
@@ -133,6 +134,7 @@ static struct {
     vstate v[MAXV];
     uint64_t crit, dsum, ndisp, vover;
     uint64_t lock, stalls; /* lock=Q: no thread runs more than Q instructions ahead of another */
+    uint64_t n_wake, j_wake, n_ret, j_ret; /* lock=Q: wakes by FUTEX_WAKE / by return, and their jumps */
     int nv;                /* vCPU slots in use */
 } S;
 
@@ -216,9 +218,10 @@ static void close_dispatch(void) {
 }
 
 /* lock=Q: equal-speed cores in virtual time. Each running thread's clock is its instruction
- * count; a thread Q ahead of the slowest running one waits (on the host) for it to catch up;
- * a thread blocked in a futex wait (parked) does not hold the others up and resumes at the
- * slowest running clock (a wake costs nothing). The critical path is then thread 0's clock. */
+ * count; a thread Q ahead of the slowest running one waits (on the host) for it to catch up.
+ * A thread blocked in a futex wait (parked) holds nobody up; a FUTEX_WAKE on its word makes it
+ * running at the waker's clock at once (a wake costs nothing, and the waker cannot run ahead
+ * while the host takes its time to wake it). The critical path is then thread 0's clock. */
 static uint64_t min_running(unsigned int self) {
     uint64_t m = UINT64_MAX;
     const int nv = LD(S.nv);
@@ -242,12 +245,16 @@ static void lock_step(unsigned int vi, vstate *s) {
     for (unsigned k = 1;; k++) {
         const uint64_t m = min_running(vi);
         if (m == UINT64_MAX || s->vt <= m + S.lock) return;
-        if (!(k & 63)) { /* a thread held elsewhere in QEMU (exclusive work): give up after 0.5 s */
+        if (!(k & 63)) { /* the slowest is held elsewhere (in QEMU, or woken by us but not by the
+                          * kernel): after 0.1 s count it as parked until it runs again */
             const long long t = host_ns();
             if (!t0) t0 = t;
-            else if (t - t0 > 500000000LL) {
+            else if (t - t0 > 100000000LL) {
                 __atomic_fetch_add(&S.stalls, 1, __ATOMIC_RELAXED);
-                return;
+                for (int i = 0; i < LD(S.nv); i++)
+                    if ((unsigned)i != vi && LD(S.v[i].seen) && !LD(S.v[i].blocked) && LD(S.v[i].vt) == m)
+                        ST(S.v[i].blocked, 1);
+                t0 = 0;
             }
         }
         sched_yield();
@@ -275,7 +282,20 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vi, int64_t num, uint64
                        uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7, uint64_t a8) {
     (void)id, (void)a1, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
     if (vi >= MAXV) return;
-    if (num == 98 && ((a2 & 127) == 0 || (a2 & 127) == 9)) ST(S.v[vi].blocked, 1);
+    if (num == 98 && ((a2 & 127) == 0 || (a2 & 127) == 9)) ST(S.v[vi].futex, a1), ST(S.v[vi].blocked, 1);
+    if (num == 98 && ((a2 & 127) == 1 || (a2 & 127) == 10)) { /* FUTEX_WAKE(_BITSET) of up to a3 */
+        long n = (long)(int32_t)a3;
+        for (int i = 0; i < LD(S.nv) && n > 0; i++) {
+            vstate *w = &S.v[i];
+            if ((unsigned)i == vi || !LD(w->blocked) || LD(w->futex) != a1) continue;
+            if (LD(w->vt) < S.v[vi].vt) {
+                __atomic_fetch_add(&S.j_wake, S.v[vi].vt - LD(w->vt), __ATOMIC_RELAXED);
+                w->jump += S.v[vi].vt - LD(w->vt), ST(w->vt, S.v[vi].vt);
+            }
+            __atomic_fetch_add(&S.n_wake, 1, __ATOMIC_RELAXED);
+            ST(w->blocked, 0), n--;
+        }
+    }
     if (num == 93 || num == 94) ST(S.v[vi].gone, 1);
 }
 
@@ -284,15 +304,36 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vi, int64_t num, in
     if (vi >= MAXV || !S.v[vi].blocked) return;
     vstate *s = &S.v[vi];
     const uint64_t m = min_running(vi);
-    if (m != UINT64_MAX && m > s->vt) s->jump += m - s->vt, ST(s->vt, m);
+    if (m != UINT64_MAX && m > s->vt) {
+        __atomic_fetch_add(&S.j_ret, m - s->vt, __ATOMIC_RELAXED);
+        s->jump += m - s->vt, ST(s->vt, m);
+    }
+    __atomic_fetch_add(&S.n_ret, 1, __ATOMIC_RELAXED);
     ST(s->blocked, 0);
+}
+
+/* lock=Q at a dispatch: every parked thread runs from the dispatcher's clock on (on the phone
+ * the pool's workers spin through the gaps between dispatches; under qemu the pool's spin
+ * budget, in host time, parks them after a few thousand guest instructions, and their kernel
+ * wake-up follows the host's schedule) */
+static void wake_all(unsigned int vi) {
+    for (int i = 0; i < LD(S.nv); i++) {
+        vstate *w = &S.v[i];
+        if ((unsigned)i == vi || !LD(w->blocked) || LD(w->gone)) continue;
+        if (LD(w->vt) < S.v[vi].vt) w->jump += S.v[vi].vt - LD(w->vt), ST(w->vt, S.v[vi].vt);
+        ST(w->blocked, 0);
+        __atomic_fetch_add(&S.n_wake, 1, __ATOMIC_RELAXED);
+    }
 }
 
 static void on_exec(unsigned int vi, void *u) {
     const tbinfo *b = u;
     if (vi >= MAXV) vi = MAXV - 1, ST(S.vover, 1);
     vstate *s = &S.v[vi];
-    if (b->flags & TB_DISP) close_dispatch();
+    if (b->flags & TB_DISP) {
+        close_dispatch();
+        if (S.lock) wake_all(vi);
+    }
     if (b->flags & TB_TASK_END) s->in_task = 0;
     if (b->flags & TB_TASK_START) s->in_task = 1;
     if (!s->seen) vcpu_seen(vi);
@@ -306,6 +347,7 @@ static void on_exec(unsigned int vi, void *u) {
         s->outside += b->nwork;
     }
     if (S.lock) {
+        if (LD(s->blocked)) on_syscall_ret(0, vi, 0, 0); /* it runs: not parked */
         ST(s->vt, s->vt + b->ni);
         lock_step(vi, s);
     }
@@ -437,7 +479,7 @@ static void on_exit_cb(qemu_plugin_id_t id, void *u) {
         EMIT("dispatches %" PRIu64 "\ncrit %" PRIu64 "\ndsum %" PRIu64 "\n", S.ndisp, S.crit, S.dsum);
         for (int i = 0; S.lock && i < MAXV; i++)
             if (S.v[i].seen) EMIT("vtime %d %" PRIu64 " %" PRIu64 "\n", i, S.v[i].vt, S.v[i].jump);
-        if (S.lock) EMIT("stalls %" PRIu64 "\n", S.stalls);
+        if (S.lock) EMIT("stalls %" PRIu64 "\nwakes %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", S.stalls, S.n_wake, S.j_wake, S.n_ret, S.j_ret);
     }
     if (S.per_sym && S.n) {
         ctr **v = malloc(S.n * sizeof *v);
