@@ -134,6 +134,7 @@ static struct {
     vstate v[MAXV];
     uint64_t crit, dsum, ndisp, vover;
     uint64_t lock, stalls; /* lock=Q: no thread runs more than Q instructions ahead of another */
+    uint64_t last_wake; /* lock=Q: the waker's clock at the last FUTEX_WAKE */
     uint64_t n_wake, j_wake, n_ret, j_ret; /* lock=Q: wakes by FUTEX_WAKE / by return, and their jumps */
     int nv;                /* vCPU slots in use */
 } S;
@@ -246,10 +247,10 @@ static void lock_step(unsigned int vi, vstate *s) {
         const uint64_t m = min_running(vi);
         if (m == UINT64_MAX || s->vt <= m + S.lock) return;
         if (!(k & 63)) { /* the slowest is held elsewhere (in QEMU, or woken by us but not by the
-                          * kernel): after 0.1 s count it as parked until it runs again */
+                          * kernel): after 1 s count it as parked until it runs again */
             const long long t = host_ns();
             if (!t0) t0 = t;
-            else if (t - t0 > 100000000LL) {
+            else if (t - t0 > 1000000000LL) {
                 __atomic_fetch_add(&S.stalls, 1, __ATOMIC_RELAXED);
                 for (int i = 0; i < LD(S.nv); i++)
                     if ((unsigned)i != vi && LD(S.v[i].seen) && !LD(S.v[i].blocked) && LD(S.v[i].vt) == m)
@@ -284,10 +285,11 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vi, int64_t num, uint64
     if (vi >= MAXV) return;
     if (num == 98 && ((a2 & 127) == 0 || (a2 & 127) == 9)) ST(S.v[vi].futex, a1), ST(S.v[vi].blocked, 1);
     if (num == 98 && ((a2 & 127) == 1 || (a2 & 127) == 10)) { /* FUTEX_WAKE(_BITSET) of up to a3 */
+        ST(S.last_wake, S.v[vi].vt);
         long n = (long)(int32_t)a3;
         for (int i = 0; i < LD(S.nv) && n > 0; i++) {
             vstate *w = &S.v[i];
-            if ((unsigned)i == vi || !LD(w->blocked) || LD(w->futex) != a1) continue;
+            if ((unsigned)i == vi || !LD(w->blocked) || (LD(w->futex) & ~(uint64_t)7) != (a1 & ~(uint64_t)7)) continue;
             if (LD(w->vt) < S.v[vi].vt) {
                 __atomic_fetch_add(&S.j_wake, S.v[vi].vt - LD(w->vt), __ATOMIC_RELAXED);
                 w->jump += S.v[vi].vt - LD(w->vt), ST(w->vt, S.v[vi].vt);
@@ -299,14 +301,18 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vi, int64_t num, uint64
     if (num == 93 || num == 94) ST(S.v[vi].gone, 1);
 }
 
+/* a wait that no modelled wake ended (its wake came first, or went to another word) resumes at
+ * the clock of the last FUTEX_WAKE, not at the others' clock: while it sat in the kernel they
+ * ran ahead on the host's schedule, not by the model */
 static void on_syscall_ret(qemu_plugin_id_t id, unsigned int vi, int64_t num, int64_t ret) {
     (void)id, (void)num, (void)ret;
     if (vi >= MAXV || !S.v[vi].blocked) return;
     vstate *s = &S.v[vi];
     const uint64_t m = min_running(vi);
-    if (m != UINT64_MAX && m > s->vt) {
-        __atomic_fetch_add(&S.j_ret, m - s->vt, __ATOMIC_RELAXED);
-        s->jump += m - s->vt, ST(s->vt, m);
+    const uint64_t lw = LD(S.last_wake), to = lw < m ? lw : m;
+    if (to != UINT64_MAX && to > s->vt) {
+        __atomic_fetch_add(&S.j_ret, to - s->vt, __ATOMIC_RELAXED);
+        s->jump += to - s->vt, ST(s->vt, to);
     }
     __atomic_fetch_add(&S.n_ret, 1, __ATOMIC_RELAXED);
     ST(s->blocked, 0);
