@@ -354,6 +354,11 @@ static void on_exec(unsigned int vi, void *u) {
     }
     if (S.lock) {
         if (LD(s->blocked)) on_syscall_ret(0, vi, 0, 0); /* it runs: not parked */
+        if (LD(s->gone)) { /* a new thread in an exited one's vCPU slot (QEMU reuses them): it starts now */
+            const uint64_t m = min_running(vi);
+            if (m != UINT64_MAX && m > s->vt) ST(s->vt, m);
+            ST(s->gone, 0);
+        }
         ST(s->vt, s->vt + b->ni);
         lock_step(vi, s);
     }
