@@ -13,22 +13,22 @@
 # below: spin loops, park/wake, futex, the clock reads of the spin budget) are waiting, the rest
 # work. Work inside a task the pool runs (called from kz_pool_run / worker_main) is parallel;
 # thread 0's work outside one is serial (the other threads idle meanwhile). Each entry to
-# kz_pool_run closes a dispatch: its busiest thread's task work adds to "dispatch max".
-# Per token by differencing two runs (as arm_icount.sh): prefill L0 = L/2 and L tokens, decode
-# 2 and 6 tokens after no prefill. Printed per token, millions of instructions:
-#   work      all threads' work;        busiest   the largest one thread's work (the critical
-#   serial    thread 0 outside tasks;   path if every dispatch overlapped perfectly)
-#   crit      dispatch max + serial: the critical path with the pool's barriers (each dispatch
-#             lasts as long as its busiest thread), on T equal cores
-#   wait      spin + park instructions (they depend on the host's schedule: not the phone's)
-#   eff       work / (T x crit)  (1.00: perfect split, no serial phase)
-# --lock Q: equal-speed cores in virtual time (plugin lock=Q: no thread runs more than Q
-# instructions ahead of the slowest running one; a thread parked in a futex resumes at the
-# slowest clock): "vpath" = thread 0's clock per token, the critical path with the pool's
-# barriers, waits and dynamic split as they play out on T equal cores (~5-10x slower runs).
-# The split between threads is dynamic (kz_runs_next: owners first, then stealing), so which
-# thread does what follows qemu's host schedule and varies from run to run; the work total,
-# the serial part and the dispatch count do not.
+# kz_pool_run closes a dispatch. Per token by differencing two runs (as arm_icount.sh): prefill
+# L/2 and L tokens, decode 2 and 6 tokens after no prefill. Printed per token, millions:
+#   work     all threads' work           serial  thread 0 outside tasks
+#   solo     thread 0's task work in symbols no other thread ran (a step it does alone)
+#   path     serial + solo + the rest / T: the critical path if the rest split perfectly
+#   eff      work / (T x path)
+#   busiest  the largest one thread's work  crit  per dispatch the busiest thread, summed, +
+#            serial; eff' = work / (T x crit): the split as it played out in this run
+#   vpath    (--lock Q) thread 0's virtual clock: the critical path on T equal-speed cores
+#            with the pool's barriers, dynamic split and waits; veff = work / (T x vpath)
+#   wait     spin + park instructions
+# Without --lock the split follows qemu's host schedule (parked workers wake late and thread 0
+# takes their chunks), so busiest / crit are not the phone's; work, serial, solo and the
+# dispatch count do not depend on it. --lock Q (plugin lock=Q): no thread runs more than Q
+# instructions ahead of the slowest running one; a parked thread holds nobody up and resumes at
+# the clock of the next dispatch's start or of the FUTEX_WAKE on its word (~2-5x slower runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
