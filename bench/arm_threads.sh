@@ -147,7 +147,8 @@ row() {
             for (s in sy) if (!(s in oth)) solo+=((tv[2,0,s]-ss[2,s])-(tv[1,0,s]-ss[1,s]))/n
             if (T == 1) solo=0
             M=S+solo+(W-S-solo)/T
-            V=(vt[2]-vt[1])/n; vp=(2 in vt) ? sprintf("%.2f | %.2f", V/1e6, W/(T*V)) : "- | -"
+            vp="- | -"  # (a test before any vt[2] reference: awk creates elements on reference)
+            if (2 in vt) { V=(vt[2]-vt[1])/n; vp=sprintf("%.2f | %.2f", V/1e6, W/(T*V)) }
             printf "| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.1f | %.2f | %s |\n", lab, T, W/1e6, S/1e6, solo/1e6,
                 M/1e6, W/(T*M), B/1e6, C/1e6, W/(T*C), vp, (nd[2]-nd[1])/n, Wt/1e6, per }' $1 $2
 }
