@@ -166,8 +166,8 @@ KZ_INL float KA(dot_q6)(int64_t nb, const uint8_t *x, const uint8_t *a) {
  * each lane is the row's dot bit for bit. Rows are read in place (no repack). */
 
 /* GCC 12's pre-RA scheduler hoists the 4 rows' code unpacking and SDOTs ahead of their
- * multiply-adds and then spills (objdump: 676 instead of 489 instructions per Q6_K super-block); without
- * it, and with the multiply-adds opaque (KA_MLAL), the loops stay in registers */
+ * multiply-adds and then spills (objdump: 676 instead of 489 instructions per Q6_K
+ * super-block); without it, and with the multiply-adds opaque (KA_MLAL), no spills */
 #if defined(__GNUC__) && !defined(__clang__)
 #define KA_ROWS4 static __attribute__((noinline, optimize("no-schedule-insns")))
 #else
@@ -211,25 +211,34 @@ KZ_INL void KA(rows4_q45)(const int q5, int64_t nb, const uint8_t *w, size_t ws,
         uint32x4_t hw[4];
         KA(hdr4)(x, hw);
         /* bytes 4r + j: row r's sc[j] / sc[4 + j] / m[j] / m[4 + j] (kzk_scales_mins) */
-        const uint8x16_t A = vreinterpretq_u8_u32(hw[1]), B = vreinterpretq_u8_u32(hw[2]), C = vreinterpretq_u8_u32(hw[3]);
+        const uint8x16_t A = vreinterpretq_u8_u32(hw[1]), B = vreinterpretq_u8_u32(hw[2]);
+        const uint8x16_t C = vreinterpretq_u8_u32(hw[3]);
         const uint8x16_t sclo = vandq_u8(A, m6), schi = vsliq_n_u8(C, vshrq_n_u8(A, 6), 4);
         const uint8x16_t mnlo = vandq_u8(B, m6), mnhi = vsliq_n_u8(vshrq_n_u8(C, 4), vshrq_n_u8(B, 6), 4);
-        /* scales as int32 lanes: sc[r][0] = sub-blocks 0..3 of row r, sc[r][1] = 4..7 */
-        int32x4_t sc[4][2];
+        /* The SDOTs of a row run on through the super-block: p after sub-block j holds the sums of
+         * sub-blocks 0..j (P_j), and sum_j P_j (sc[j] - sc[j + 1]) (sc[8] = 0) = sum_j sc[j] S_j
+         * exactly (int32 lanes wrap in between; the final sums fit): no zeroed accumulator per
+         * sub-block. dsc[r][0] = row r's differences j = 0..3, dsc[r][1] = 4..7, as int32 lanes */
+        int32x4_t dsc[4][2];
         {
-            const uint16x8_t l01 = vmovl_u8(vget_low_u8(sclo)), l23 = vmovl_high_u8(sclo);
-            const uint16x8_t h01 = vmovl_u8(vget_low_u8(schi)), h23 = vmovl_high_u8(schi);
-            sc[0][0] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(l01)));
-            sc[1][0] = vreinterpretq_s32_u32(vmovl_high_u16(l01));
-            sc[2][0] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(l23)));
-            sc[3][0] = vreinterpretq_s32_u32(vmovl_high_u16(l23));
-            sc[0][1] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(h01)));
-            sc[1][1] = vreinterpretq_s32_u32(vmovl_high_u16(h01));
-            sc[2][1] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(h23)));
-            sc[3][1] = vreinterpretq_s32_u32(vmovl_high_u16(h23));
+            const uint32x4_t lo = vreinterpretq_u32_u8(sclo), hi = vreinterpretq_u32_u8(schi);
+            const uint8x16_t r01 = vreinterpretq_u8_u32(vzip1q_u32(lo, hi)); /* rows 0, 1: sc[0..7] */
+            const uint8x16_t r23 = vreinterpretq_u8_u32(vzip2q_u32(lo, hi));
+            /* sc[j + 1] at byte j of each row (0 at j = 7) */
+            const uint8x16_t n01 = vreinterpretq_u8_u64(vshrq_n_u64(vreinterpretq_u64_u8(r01), 8));
+            const uint8x16_t n23 = vreinterpretq_u8_u64(vshrq_n_u64(vreinterpretq_u64_u8(r23), 8));
+            const int16x8_t dr[4] = { vreinterpretq_s16_u16(vsubl_u8(vget_low_u8(r01), vget_low_u8(n01))),
+                                      vreinterpretq_s16_u16(vsubl_high_u8(r01, n01)),
+                                      vreinterpretq_s16_u16(vsubl_u8(vget_low_u8(r23), vget_low_u8(n23))),
+                                      vreinterpretq_s16_u16(vsubl_high_u8(r23, n23)) };
+            KZ_UNROLL(4)
+            for (int r = 0; r < 4; r++) {
+                dsc[r][0] = vmovl_s16(vget_low_s16(dr[r]));
+                dsc[r][1] = vmovl_high_s16(dr[r]);
+            }
         }
         const int8_t *q8 = (const int8_t *)(a + 4);
-        int32x4_t vs[4] = { vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0) };
+        int32x4_t vs[4], p[4] = { vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0) };
         KZ_UNROLL(4)
         for (int c = 0; c < 4; c++) {
             const int8x16_t a0 = vld1q_s8(q8 + 64 * c), a1 = vld1q_s8(q8 + 64 * c + 16);
@@ -243,25 +252,29 @@ KZ_INL void KA(rows4_q45)(const int q5, int64_t nb, const uint8_t *w, size_t ws,
                 }
                 uint8x16_t u[4];
                 kz_arm_q45_codes(q5, x[r] + (q5 ? 48 : 16), h0, h1, c, u);
-                /* sub-blocks 2c, 2c + 1: lanes (2c) % 4, (2c + 1) % 4 of sc[r][c / 2] */
-                KA_MLAL(vs[r], KA_DOT32V(vreinterpretq_s8_u8(u[0]), vreinterpretq_s8_u8(u[1]), a0, a1), sc[r][c / 2],
-                        (2 * c) % 4);
-                KA_MLAL(vs[r], KA_DOT32V(vreinterpretq_s8_u8(u[2]), vreinterpretq_s8_u8(u[3]), a2, a3), sc[r][c / 2],
-                        (2 * c + 1) % 4);
+                /* sub-blocks 2c, 2c + 1: lanes (2c) % 4, (2c + 1) % 4 of dsc[r][c / 2] */
+                p[r] = vdotq_s32(vdotq_s32(p[r], vreinterpretq_s8_u8(u[0]), a0), vreinterpretq_s8_u8(u[1]), a1);
+                if (c == 0) vs[r] = vmulq_laneq_s32(p[r], dsc[r][0], 0);
+                else KA_MLAL(vs[r], p[r], dsc[r][c / 2], (2 * c) % 4);
+                p[r] = vdotq_s32(vdotq_s32(p[r], vreinterpretq_s8_u8(u[2]), a2), vreinterpretq_s8_u8(u[3]), a3);
+                KA_MLAL(vs[r], p[r], dsc[r][c / 2], (2 * c + 1) % 4);
             }
         }
         const int32x4_t sumi = KA(hsum4)(vs[0], vs[1], vs[2], vs[3]);
         /* min term: row r's 8 mins x the pairwise bsums (bp), exact in int32 */
-        const int16x8_t bp = vpaddq_s16(vreinterpretq_s16_u8(vld1q_u8(a + 260)), vreinterpretq_s16_u8(vld1q_u8(a + 276)));
+        const int16x8_t bp =
+            vpaddq_s16(vreinterpretq_s16_u8(vld1q_u8(a + 260)), vreinterpretq_s16_u8(vld1q_u8(a + 276)));
         const int16x8_t bpl = vreinterpretq_s16_s64(vdupq_laneq_s64(vreinterpretq_s64_s16(bp), 0));
         const int16x8_t bph = vreinterpretq_s16_s64(vdupq_laneq_s64(vreinterpretq_s64_s16(bp), 1));
         const int16x8_t ml01 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mnlo)));
         const int16x8_t ml23 = vreinterpretq_s16_u16(vmovl_high_u8(mnlo));
         const int16x8_t mh01 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mnhi)));
         const int16x8_t mh23 = vreinterpretq_s16_u16(vmovl_high_u8(mnhi));
-        const int32x4_t m0 = vmlal_s16(vmull_s16(vget_low_s16(ml01), vget_low_s16(bpl)), vget_low_s16(mh01), vget_low_s16(bph));
+        const int32x4_t m0 =
+            vmlal_s16(vmull_s16(vget_low_s16(ml01), vget_low_s16(bpl)), vget_low_s16(mh01), vget_low_s16(bph));
         const int32x4_t m1 = vmlal_high_s16(vmull_high_s16(ml01, bpl), mh01, bph);
-        const int32x4_t m2 = vmlal_s16(vmull_s16(vget_low_s16(ml23), vget_low_s16(bpl)), vget_low_s16(mh23), vget_low_s16(bph));
+        const int32x4_t m2 =
+            vmlal_s16(vmull_s16(vget_low_s16(ml23), vget_low_s16(bpl)), vget_low_s16(mh23), vget_low_s16(bph));
         const int32x4_t m3 = vmlal_high_s16(vmull_high_s16(ml23, bpl), mh23, bph);
         const int32x4_t summ = KA(hsum4)(m0, m1, m2, m3);
         /* d, dmin of rows 0..3 (fp16 pairs in word 0), exact FCVTL */
@@ -295,24 +308,32 @@ KA_ROWS4 void KA(rows4_q6)(int64_t nb, const uint8_t *w, size_t ws, const uint8_
          * as 32 sc[k] (fits int16) times -bsums[k] (fits int16) */
         const int16x8_t nb0 = vnegq_s16(vreinterpretq_s16_u8(vld1q_u8(a + 260)));
         const int16x8_t nb1 = vnegq_s16(vreinterpretq_s16_u8(vld1q_u8(a + 276)));
-        int32x4_t vs[4];
+        /* The SDOTs of a row run on through the super-block in the order the codes come (c, hlf,
+         * g: group 8c + 2g + hlf = position k = 8c + 4hlf + g), and p's value after position k
+         * is multiplied by sc[grp(k)] - sc[grp(k + 1)] (0 after the last): the same sum_g sc[g] S_g
+         * exactly (as in rows4_q45), no zeroed accumulator per group. */
+        static const uint8_t korder[16] = { 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15 };
+        const uint8x16_t kidx = vld1q_u8(korder);
+        int32x4_t vs[4], p[4] = { vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0) };
         KZ_UNROLL(2)
         for (int c = 0; c < 2; c++) {
-            /* scales of groups 8c..8c+7 as int32 lanes: sv[r][0] = 8c..8c+3, sv[r][1] = 8c+4.. */
-            int32x4_t sv[4][2];
+            /* dsc[r][hlf] = the differences of positions 8c + 4hlf + g as int32 lanes g */
+            int32x4_t dsc[4][2];
             KZ_UNROLL(4)
             for (int r = 0; r < 4; r++) {
-                const int16x8_t s16 = vmovl_s8(vld1_s8((const int8_t *)(x[r] + 192 + 8 * c)));
+                const int8x16_t sc = vld1q_s8((const int8_t *)(x[r] + 192));
+                const int8x16_t ps = vqtbl1q_s8(sc, kidx), pn = vextq_s8(ps, vdupq_n_s8(0), 1);
+                const int16x8_t dk = c ? vsubl_high_s8(ps, pn) : vsubl_s8(vget_low_s8(ps), vget_low_s8(pn));
+                dsc[r][0] = vmovl_s16(vget_low_s16(dk));
+                dsc[r][1] = vmovl_high_s16(dk);
+                const int16x8_t s16 = c ? vmovl_high_s8(sc) : vmovl_s8(vget_low_s8(sc));
                 const int16x8_t s32 = vshlq_n_s16(s16, 5), nb = c ? nb1 : nb0;
-                vs[r] = c ? vmlal_s16(vs[r], vget_low_s16(s32), vget_low_s16(nb)) : vmull_s16(vget_low_s16(s32), vget_low_s16(nb));
+                vs[r] = c ? vmlal_s16(vs[r], vget_low_s16(s32), vget_low_s16(nb))
+                          : vmull_s16(vget_low_s16(s32), vget_low_s16(nb));
                 vs[r] = vmlal_high_s16(vs[r], s32, nb);
-                sv[r][0] = vmovl_s16(vget_low_s16(s16));
-                sv[r][1] = vmovl_high_s16(s16);
             }
             KZ_UNROLL(2)
             for (int hlf = 0; hlf < 2; hlf++) {
-                /* elements 128c + 32g + 16hlf .. +15 = group 8c + 2g + hlf: lanes hlf, 2 + hlf of
-                 * sv[r][0] (g = 0, 1) and of sv[r][1] (g = 2, 3) */
                 int8x16_t av[4];
                 KZ_UNROLL(4)
                 for (int g = 0; g < 4; g++) av[g] = vld1q_s8(q8 + 128 * c + 32 * g + 16 * hlf);
@@ -320,10 +341,11 @@ KA_ROWS4 void KA(rows4_q6)(int64_t nb, const uint8_t *w, size_t ws, const uint8_
                 for (int r = 0; r < 4; r++) {
                     uint8x16_t u[4];
                     kz_arm_q6_codes(x[r], c, hlf, u);
-                    KA_MLAL(vs[r], KA_DOT16V(vreinterpretq_s8_u8(u[0]), av[0]), sv[r][0], hlf);
-                    KA_MLAL(vs[r], KA_DOT16V(vreinterpretq_s8_u8(u[1]), av[1]), sv[r][0], 2 + hlf);
-                    KA_MLAL(vs[r], KA_DOT16V(vreinterpretq_s8_u8(u[2]), av[2]), sv[r][1], hlf);
-                    KA_MLAL(vs[r], KA_DOT16V(vreinterpretq_s8_u8(u[3]), av[3]), sv[r][1], 2 + hlf);
+                    KZ_UNROLL(4)
+                    for (int g = 0; g < 4; g++) {
+                        p[r] = vdotq_s32(p[r], vreinterpretq_s8_u8(u[g]), av[g]);
+                        KA_MLAL(vs[r], p[r], dsc[r][hlf], g);
+                    }
                 }
             }
         }
