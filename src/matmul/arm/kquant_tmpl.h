@@ -200,7 +200,7 @@ KZ_INL int32x4_t KA(hsum4)(int32x4_t v0, int32x4_t v1, int32x4_t v2, int32x4_t v
     return vpaddq_s32(vpaddq_s32(v0, v1), vpaddq_s32(v2, v3));
 }
 
-KZ_INL void KA(rows4_q45)(const int q5, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+KZ_INL void KA(quad_q45)(const int q5, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
     const size_t wbs = q5 ? KZK_Q5_BYTES : KZK_Q4_BYTES;
     const uint8x16_t m6 = vdupq_n_u8(63);
     float32x4_t s = vdupq_n_f32(0.0f);
@@ -290,14 +290,15 @@ KZ_INL void KA(rows4_q45)(const int q5, int64_t nb, const uint8_t *w, size_t ws,
     vst1q_f32(y, s);
 }
 
-KA_ROWS4 void KA(rows4_q4)(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
-    KA(rows4_q45)(0, nb, w, ws, a, y);
+/* nq quads: rows 4q..4q+3 of w into y[4q..4q+3] */
+KA_ROWS4 void KA(rows4_q4)(int64_t nq, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+    for (int64_t q = 0; q < nq; q++) KA(quad_q45)(0, nb, w + (size_t)(4 * q) * ws, ws, a, y + 4 * q);
 }
-KA_ROWS4 void KA(rows4_q5)(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
-    KA(rows4_q45)(1, nb, w, ws, a, y);
+KA_ROWS4 void KA(rows4_q5)(int64_t nq, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+    for (int64_t q = 0; q < nq; q++) KA(quad_q45)(1, nb, w + (size_t)(4 * q) * ws, ws, a, y + 4 * q);
 }
 
-KA_ROWS4 void KA(rows4_q6)(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+KZ_INL void KA(quad_q6)(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
     float32x4_t s = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++, a += KZK_A_BYTES) {
         const uint8_t *x[4];
@@ -361,19 +362,23 @@ KA_ROWS4 void KA(rows4_q6)(int64_t nb, const uint8_t *w, size_t ws, const uint8_
     }
     vst1q_f32(y, s);
 }
+KA_ROWS4 void KA(rows4_q6)(int64_t nq, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+    for (int64_t q = 0; q < nq; q++) KA(quad_q6)(nb, w + (size_t)(4 * q) * ws, ws, a, y + 4 * q);
+}
 #endif
 
 KZ_INL void KA(gemm)(const int t, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
                      int64_t nt, float *y, int64_t ldy) {
     const int64_t nb = n / KZK_QK;
 #if defined(KA_DOT16V)
-    const int64_t nr4 = nr - nr % 4;
-    for (int64_t r0 = 0; r0 < nr4; r0 += 4)
+    /* one token: every quad in one call; more: quad by quad, each over the tokens (in cache) */
+    const int64_t nr4 = nr - nr % 4, nq = nt == 1 ? nr4 / 4 : 1;
+    for (int64_t r0 = 0; r0 < nr4; r0 += 4 * nq)
         for (int64_t k = 0; k < nt; k++) {
             const uint8_t *wr = w + (size_t)r0 * ws, *ak = a + (size_t)k * as;
-            if (t == 6) KA(rows4_q6)(nb, wr, ws, ak, y + k * ldy + r0);
-            else if (t == 5) KA(rows4_q5)(nb, wr, ws, ak, y + k * ldy + r0);
-            else KA(rows4_q4)(nb, wr, ws, ak, y + k * ldy + r0);
+            if (t == 6) KA(rows4_q6)(nq, nb, wr, ws, ak, y + k * ldy + r0);
+            else if (t == 5) KA(rows4_q5)(nq, nb, wr, ws, ak, y + k * ldy + r0);
+            else KA(rows4_q4)(nq, nb, wr, ws, ak, y + k * ldy + r0);
         }
     w += (size_t)nr4 * ws;
     y += nr4;
