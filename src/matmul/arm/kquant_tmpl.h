@@ -312,7 +312,7 @@ KZ_INL void KA(quad_q6)(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *
         /* The SDOTs of a row run on through the super-block in the order the codes come (c, hlf,
          * g: group 8c + 2g + hlf = position k = 8c + 4hlf + g), and p's value after position k
          * is multiplied by sc[grp(k)] - sc[grp(k + 1)] (0 after the last): the same sum_g sc[g] S_g
-         * exactly (as in rows4_q45), no zeroed accumulator per group. */
+         * exactly (as in quad_q45), no zeroed accumulator per group. */
         static const uint8_t korder[16] = { 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15 };
         const uint8x16_t kidx = vld1q_u8(korder);
         int32x4_t vs[4], p[4] = { vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0) };
