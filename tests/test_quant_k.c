@@ -81,7 +81,7 @@ static int same_bits(float a, float b) { return memcmp(&a, &b, 4) == 0; }
 
 static void test_levels(void) {
     static const int64_t NB[] = { 1, 3, 5, 7, 11 };
-    static const int NR[] = { 1, 3, 17 };
+    static const int NR[] = { 1, 3, 6, 7, 17 }; /* 4-row GEMV: tails of 0..3 rows */
     static const int NT[] = { 1, 2, 3, 5 };
     const int nnb = small_mode ? 3 : 5;
     unsigned long long s = 99;
@@ -118,7 +118,7 @@ static void test_levels(void) {
                         }
                     CHECKF(bad == 0, "%s %s n=%lld mode %d: %d vec_dot differ from scalar", kz_isa_name((kz_isa)lv),
                            tname(t), (long long)n, mode, bad);
-                    for (size_t ri = 0; ri < 3; ri++)
+                    for (size_t ri = 0; ri < sizeof NR / sizeof NR[0]; ri++)
                         for (size_t ki = 0; ki < 4; ki++) {
                             const int r_n = NR[ri], k_n = NT[ki];
                             const int64_t ldy = r_n + 2;

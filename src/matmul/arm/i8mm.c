@@ -539,9 +539,13 @@ KZ_INL void kq_prefill(const int t, int64_t n, const uint8_t *w, size_t ws, int6
     }
 }
 
-/* n_tok >= 2: the quads, then the leftover rows by the dot; one token: the dotprod dots */
+/* n_tok >= 2: the quads, then the leftover rows by the dot; one token: the dotprod 4-row GEMV */
 KZ_INL void kq_gemm(const int t, dot_fn dot, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
                     size_t as, int64_t nt, float *y, int64_t ldy) {
+    if (nt == 1) { /* decode: dotprod's 4-row GEMV */
+        (t == 6 ? kz_dotprod_gemm_q6_K : t == 5 ? kz_dotprod_gemm_q5_K : kz_dotprod_gemm_q4_K)(n, w, ws, nr, a, as, nt, y, ldy);
+        return;
+    }
     if (nt < 2 || nr < 4) {
         gemm(t, dot, n, w, ws, nr, a, as, nt, y, ldy);
         return;

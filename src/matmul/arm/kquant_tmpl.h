@@ -159,9 +159,231 @@ KZ_INL float KA(dot_q6)(int64_t nb, const uint8_t *x, const uint8_t *a) {
     return s;
 }
 
+#if defined(KA_DOT16V)
+/* ---- 4 rows x 1 token (SDOT): the decode GEMV ----
+ * The 4 rows share every activation load and the Q8_K bsums; their horizontal sums fold into
+ * one vector (ADDP tree: lane = row) and the float chain of kernels.h runs lane by lane, so
+ * each lane is the row's dot bit for bit. Rows are read in place (no repack). */
+
+/* GCC 12's pre-RA scheduler hoists the 4 rows' code unpacking and SDOTs ahead of their
+ * multiply-adds and then spills (objdump: 676 instead of 489 instructions per Q6_K
+ * super-block); without it, and with the multiply-adds opaque (KA_MLAL), no spills */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KA_ROWS4 static __attribute__((noinline, optimize("no-schedule-insns")))
+#else
+#define KA_ROWS4 static __attribute__((noinline))
+#endif
+
+/* acc += p * v[l] (MLA by element) as one opaque instruction: GCC 12 otherwise moves the
+ * multiply-adds of a row's chain away from their SDOTs and keeps the SDOT results live (spills) */
+#if defined(__GNUC__)
+#define KA_MLAL(acc, p, v, l) __asm__("mla %0.4s, %1.4s, %2.s[%3]" : "+w"(acc) : "w"(p), "w"(v), "i"(l))
+#else
+#define KA_MLAL(acc, p, v, l) ((acc) = vmlaq_laneq_s32((acc), (p), (v), (l)))
+#endif
+
+/* the 4 rows' 16-byte headers (Q4_K/Q5_K: d, dmin, scales[12]) as 32-bit words transposed:
+ * o[k] = word k of rows 0..3 */
+KZ_INL void KA(hdr4)(const uint8_t *const x[4], uint32x4_t o[4]) {
+    const uint32x4_t v0 = vreinterpretq_u32_u8(vld1q_u8(x[0])), v1 = vreinterpretq_u32_u8(vld1q_u8(x[1]));
+    const uint32x4_t v2 = vreinterpretq_u32_u8(vld1q_u8(x[2])), v3 = vreinterpretq_u32_u8(vld1q_u8(x[3]));
+    const uint64x2_t a = vreinterpretq_u64_u32(vtrn1q_u32(v0, v1)), b = vreinterpretq_u64_u32(vtrn2q_u32(v0, v1));
+    const uint64x2_t c = vreinterpretq_u64_u32(vtrn1q_u32(v2, v3)), d = vreinterpretq_u64_u32(vtrn2q_u32(v2, v3));
+    o[0] = vreinterpretq_u32_u64(vtrn1q_u64(a, c));
+    o[1] = vreinterpretq_u32_u64(vtrn1q_u64(b, d));
+    o[2] = vreinterpretq_u32_u64(vtrn2q_u64(a, c));
+    o[3] = vreinterpretq_u32_u64(vtrn2q_u64(b, d));
+}
+
+/* lane r = the sum of v[r]'s 4 lanes (int32 wraps; the true sums fit) */
+KZ_INL int32x4_t KA(hsum4)(int32x4_t v0, int32x4_t v1, int32x4_t v2, int32x4_t v3) {
+    return vpaddq_s32(vpaddq_s32(v0, v1), vpaddq_s32(v2, v3));
+}
+
+KZ_INL void KA(quad_q45)(const int q5, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+    const size_t wbs = q5 ? KZK_Q5_BYTES : KZK_Q4_BYTES;
+    const uint8x16_t m6 = vdupq_n_u8(63);
+    float32x4_t s = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++, a += KZK_A_BYTES) {
+        const uint8_t *x[4];
+        KZ_UNROLL(4)
+        for (int r = 0; r < 4; r++) x[r] = w + (size_t)r * ws + (size_t)b * wbs;
+        uint32x4_t hw[4];
+        KA(hdr4)(x, hw);
+        /* bytes 4r + j: row r's sc[j] / sc[4 + j] / m[j] / m[4 + j] (kzk_scales_mins) */
+        const uint8x16_t A = vreinterpretq_u8_u32(hw[1]), B = vreinterpretq_u8_u32(hw[2]);
+        const uint8x16_t C = vreinterpretq_u8_u32(hw[3]);
+        const uint8x16_t sclo = vandq_u8(A, m6), schi = vsliq_n_u8(C, vshrq_n_u8(A, 6), 4);
+        const uint8x16_t mnlo = vandq_u8(B, m6), mnhi = vsliq_n_u8(vshrq_n_u8(C, 4), vshrq_n_u8(B, 6), 4);
+        /* The SDOTs of a row run on through the super-block: p after sub-block j holds the sums of
+         * sub-blocks 0..j (P_j), and sum_j P_j (sc[j] - sc[j + 1]) (sc[8] = 0) = sum_j sc[j] S_j
+         * exactly (int32 lanes wrap in between; the final sums fit): no zeroed accumulator per
+         * sub-block. dsc[r][0] = row r's differences j = 0..3, dsc[r][1] = 4..7, as int32 lanes */
+        int32x4_t dsc[4][2];
+        {
+            const uint32x4_t lo = vreinterpretq_u32_u8(sclo), hi = vreinterpretq_u32_u8(schi);
+            const uint8x16_t r01 = vreinterpretq_u8_u32(vzip1q_u32(lo, hi)); /* rows 0, 1: sc[0..7] */
+            const uint8x16_t r23 = vreinterpretq_u8_u32(vzip2q_u32(lo, hi));
+            /* sc[j + 1] at byte j of each row (0 at j = 7) */
+            const uint8x16_t n01 = vreinterpretq_u8_u64(vshrq_n_u64(vreinterpretq_u64_u8(r01), 8));
+            const uint8x16_t n23 = vreinterpretq_u8_u64(vshrq_n_u64(vreinterpretq_u64_u8(r23), 8));
+            const int16x8_t dr[4] = { vreinterpretq_s16_u16(vsubl_u8(vget_low_u8(r01), vget_low_u8(n01))),
+                                      vreinterpretq_s16_u16(vsubl_high_u8(r01, n01)),
+                                      vreinterpretq_s16_u16(vsubl_u8(vget_low_u8(r23), vget_low_u8(n23))),
+                                      vreinterpretq_s16_u16(vsubl_high_u8(r23, n23)) };
+            KZ_UNROLL(4)
+            for (int r = 0; r < 4; r++) {
+                dsc[r][0] = vmovl_s16(vget_low_s16(dr[r]));
+                dsc[r][1] = vmovl_high_s16(dr[r]);
+            }
+        }
+        const int8_t *q8 = (const int8_t *)(a + 4);
+        int32x4_t vs[4], p[4] = { vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0) };
+        KZ_UNROLL(4)
+        for (int c = 0; c < 4; c++) {
+            const int8x16_t a0 = vld1q_s8(q8 + 64 * c), a1 = vld1q_s8(q8 + 64 * c + 16);
+            const int8x16_t a2 = vld1q_s8(q8 + 64 * c + 32), a3 = vld1q_s8(q8 + 64 * c + 48);
+            KZ_UNROLL(4)
+            for (int r = 0; r < 4; r++) {
+                uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
+                if (q5) {
+                    h0 = vld1q_u8(x[r] + 16);
+                    h1 = vld1q_u8(x[r] + 32);
+                }
+                uint8x16_t u[4];
+                kz_arm_q45_codes(q5, x[r] + (q5 ? 48 : 16), h0, h1, c, u);
+                /* sub-blocks 2c, 2c + 1: lanes (2c) % 4, (2c + 1) % 4 of dsc[r][c / 2] */
+                p[r] = vdotq_s32(vdotq_s32(p[r], vreinterpretq_s8_u8(u[0]), a0), vreinterpretq_s8_u8(u[1]), a1);
+                if (c == 0) vs[r] = vmulq_laneq_s32(p[r], dsc[r][0], 0);
+                else KA_MLAL(vs[r], p[r], dsc[r][c / 2], (2 * c) % 4);
+                p[r] = vdotq_s32(vdotq_s32(p[r], vreinterpretq_s8_u8(u[2]), a2), vreinterpretq_s8_u8(u[3]), a3);
+                KA_MLAL(vs[r], p[r], dsc[r][c / 2], (2 * c + 1) % 4);
+            }
+        }
+        const int32x4_t sumi = KA(hsum4)(vs[0], vs[1], vs[2], vs[3]);
+        /* min term: row r's 8 mins x the pairwise bsums (bp), exact in int32 */
+        const int16x8_t bp =
+            vpaddq_s16(vreinterpretq_s16_u8(vld1q_u8(a + 260)), vreinterpretq_s16_u8(vld1q_u8(a + 276)));
+        const int16x8_t bpl = vreinterpretq_s16_s64(vdupq_laneq_s64(vreinterpretq_s64_s16(bp), 0));
+        const int16x8_t bph = vreinterpretq_s16_s64(vdupq_laneq_s64(vreinterpretq_s64_s16(bp), 1));
+        const int16x8_t ml01 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mnlo)));
+        const int16x8_t ml23 = vreinterpretq_s16_u16(vmovl_high_u8(mnlo));
+        const int16x8_t mh01 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mnhi)));
+        const int16x8_t mh23 = vreinterpretq_s16_u16(vmovl_high_u8(mnhi));
+        const int32x4_t m0 =
+            vmlal_s16(vmull_s16(vget_low_s16(ml01), vget_low_s16(bpl)), vget_low_s16(mh01), vget_low_s16(bph));
+        const int32x4_t m1 = vmlal_high_s16(vmull_high_s16(ml01, bpl), mh01, bph);
+        const int32x4_t m2 =
+            vmlal_s16(vmull_s16(vget_low_s16(ml23), vget_low_s16(bpl)), vget_low_s16(mh23), vget_low_s16(bph));
+        const int32x4_t m3 = vmlal_high_s16(vmull_high_s16(ml23, bpl), mh23, bph);
+        const int32x4_t summ = KA(hsum4)(m0, m1, m2, m3);
+        /* d, dmin of rows 0..3 (fp16 pairs in word 0), exact FCVTL */
+        const uint16x8_t dw = vreinterpretq_u16_u32(hw[0]);
+        const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(vuzp1q_u16(dw, dw))));
+        const float32x4_t dmin = vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(vuzp2q_u16(dw, dw))));
+        /* kzk_fin_q45 per lane */
+        const float32x4_t da = vdupq_n_f32(kzk_act_d(a));
+        const float32x4_t dd = vmulq_f32(da, d), dm = vmulq_f32(da, dmin);
+        s = vaddq_f32(s, vmulq_f32(dd, vcvtq_f32_s32(sumi)));
+        s = vsubq_f32(s, vmulq_f32(dm, vcvtq_f32_s32(summ)));
+    }
+    vst1q_f32(y, s);
+}
+
+/* nq quads: rows 4q..4q+3 of w into y[4q..4q+3] */
+KA_ROWS4 void KA(rows4_q4)(int64_t nq, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+    for (int64_t q = 0; q < nq; q++) KA(quad_q45)(0, nb, w + (size_t)(4 * q) * ws, ws, a, y + 4 * q);
+}
+KA_ROWS4 void KA(rows4_q5)(int64_t nq, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+    for (int64_t q = 0; q < nq; q++) KA(quad_q45)(1, nb, w + (size_t)(4 * q) * ws, ws, a, y + 4 * q);
+}
+
+KZ_INL void KA(quad_q6)(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+    float32x4_t s = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++, a += KZK_A_BYTES) {
+        const uint8_t *x[4];
+        KZ_UNROLL(4)
+        for (int r = 0; r < 4; r++) x[r] = w + (size_t)r * ws + (size_t)b * KZK_Q6_BYTES;
+        const int8_t *q8 = (const int8_t *)(a + 4);
+        /* codes u = q + 32 go straight into SDOT (as in sb_q6): vs[r] gets -32 sum_k sc[k] bsums[k]
+         * as 32 sc[k] (fits int16) times -bsums[k] (fits int16) */
+        const int16x8_t nb0 = vnegq_s16(vreinterpretq_s16_u8(vld1q_u8(a + 260)));
+        const int16x8_t nb1 = vnegq_s16(vreinterpretq_s16_u8(vld1q_u8(a + 276)));
+        /* The SDOTs of a row run on through the super-block in the order the codes come (c, hlf,
+         * g: group 8c + 2g + hlf = position k = 8c + 4hlf + g), and p's value after position k
+         * is multiplied by sc[grp(k)] - sc[grp(k + 1)] (0 after the last): the same sum_g sc[g] S_g
+         * exactly (as in quad_q45), no zeroed accumulator per group. */
+        static const uint8_t korder[16] = { 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15 };
+        const uint8x16_t kidx = vld1q_u8(korder);
+        int32x4_t vs[4], p[4] = { vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0) };
+        KZ_UNROLL(2)
+        for (int c = 0; c < 2; c++) {
+            /* dsc[r][hlf] = the differences of positions 8c + 4hlf + g as int32 lanes g */
+            int32x4_t dsc[4][2];
+            KZ_UNROLL(4)
+            for (int r = 0; r < 4; r++) {
+                const int8x16_t sc = vld1q_s8((const int8_t *)(x[r] + 192));
+                const int8x16_t ps = vqtbl1q_s8(sc, kidx), pn = vextq_s8(ps, vdupq_n_s8(0), 1);
+                const int16x8_t dk = c ? vsubl_high_s8(ps, pn) : vsubl_s8(vget_low_s8(ps), vget_low_s8(pn));
+                dsc[r][0] = vmovl_s16(vget_low_s16(dk));
+                dsc[r][1] = vmovl_high_s16(dk);
+                const int16x8_t s16 = c ? vmovl_high_s8(sc) : vmovl_s8(vget_low_s8(sc));
+                const int16x8_t s32 = vshlq_n_s16(s16, 5), nb = c ? nb1 : nb0;
+                vs[r] = c ? vmlal_s16(vs[r], vget_low_s16(s32), vget_low_s16(nb))
+                          : vmull_s16(vget_low_s16(s32), vget_low_s16(nb));
+                vs[r] = vmlal_high_s16(vs[r], s32, nb);
+            }
+            KZ_UNROLL(2)
+            for (int hlf = 0; hlf < 2; hlf++) {
+                int8x16_t av[4];
+                KZ_UNROLL(4)
+                for (int g = 0; g < 4; g++) av[g] = vld1q_s8(q8 + 128 * c + 32 * g + 16 * hlf);
+                KZ_UNROLL(4)
+                for (int r = 0; r < 4; r++) {
+                    uint8x16_t u[4];
+                    kz_arm_q6_codes(x[r], c, hlf, u);
+                    KZ_UNROLL(4)
+                    for (int g = 0; g < 4; g++) {
+                        p[r] = vdotq_s32(p[r], vreinterpretq_s8_u8(u[g]), av[g]);
+                        KA_MLAL(vs[r], p[r], dsc[r][hlf], g);
+                    }
+                }
+            }
+        }
+        const int32x4_t sumi = KA(hsum4)(vs[0], vs[1], vs[2], vs[3]);
+        uint16_t h[4]; /* fp16 d of rows 0..3 (memcpy: rows sit at any byte offset) */
+        KZ_UNROLL(4)
+        for (int r = 0; r < 4; r++) memcpy(&h[r], x[r] + 208, 2);
+        const uint16x4_t dh = vld1_u16(h);
+        const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(dh));
+        /* kzk_fin_q6 per lane */
+        const float32x4_t dd = vmulq_f32(vdupq_n_f32(kzk_act_d(a)), d);
+        s = vaddq_f32(s, vmulq_f32(dd, vcvtq_f32_s32(sumi)));
+    }
+    vst1q_f32(y, s);
+}
+KA_ROWS4 void KA(rows4_q6)(int64_t nq, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, float *y) {
+    for (int64_t q = 0; q < nq; q++) KA(quad_q6)(nb, w + (size_t)(4 * q) * ws, ws, a, y + 4 * q);
+}
+#endif
+
 KZ_INL void KA(gemm)(const int t, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
                      int64_t nt, float *y, int64_t ldy) {
     const int64_t nb = n / KZK_QK;
+#if defined(KA_DOT16V)
+    /* one token: every quad in one call; more: quad by quad, each over the tokens (in cache) */
+    const int64_t nr4 = nr - nr % 4, nq = nt == 1 ? nr4 / 4 : 1;
+    for (int64_t r0 = 0; r0 < nr4; r0 += 4 * nq)
+        for (int64_t k = 0; k < nt; k++) {
+            const uint8_t *wr = w + (size_t)r0 * ws, *ak = a + (size_t)k * as;
+            if (t == 6) KA(rows4_q6)(nq, nb, wr, ws, ak, y + k * ldy + r0);
+            else if (t == 5) KA(rows4_q5)(nq, nb, wr, ws, ak, y + k * ldy + r0);
+            else KA(rows4_q4)(nq, nb, wr, ws, ak, y + k * ldy + r0);
+        }
+    w += (size_t)nr4 * ws;
+    y += nr4;
+    nr -= nr4;
+#endif
     for (int64_t r0 = 0; r0 < nr; r0 += 4) {
         const int64_t r1 = nr - r0 < 4 ? nr : r0 + 4;
         for (int64_t k = 0; k < nt; k++)
