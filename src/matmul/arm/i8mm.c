@@ -738,6 +738,34 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, ptrdiff_t doff, 
     "uzp2 v1.4s, " #A ".4s, " #B ".4s\n\t"                                                         \
     "str q0, [%[t0], %[yo]]\n\t"
 
+/* one block: its weights (dwords j, j+1 of the quad's rows -> zips: rows 0,1 / 2,3 x bytes 0..7
+ * in v8 / v12, bytes 8..15 in v9 / v13; low nibbles = elements 0..15, high nibbles = 16..31; the
+ * 4 fp16 scales -> f32, each twice), then the 8 token pairs */
+#define Q16I_BLOCK                                                                                 \
+    "ldr q1, [%[p], #64]\n\t"                                                                      \
+    "ldr q2, [%[p], #128]\n\t"                                                                     \
+    "ldr q3, [%[p], #192]\n\t"                                                                     \
+    "ldr d4, [%[p], %[doff]]\n\t"                                                                  \
+    "ld1 {v0.16b}, [%[p]], %[bb]\n\t"                                                              \
+    "zip1 v8.4s, v0.4s, v1.4s\n\t"                                                                 \
+    "zip2 v12.4s, v0.4s, v1.4s\n\t"                                                                \
+    "zip1 v9.4s, v2.4s, v3.4s\n\t"                                                                 \
+    "zip2 v13.4s, v2.4s, v3.4s\n\t"                                                                \
+    "movi v5.16b, #15\n\t"                                                                         \
+    "and v6.16b, v8.16b, v5.16b\n\t"                                                               \
+    "and v7.16b, v9.16b, v5.16b\n\t"                                                               \
+    "and v10.16b, v12.16b, v5.16b\n\t"                                                             \
+    "and v11.16b, v13.16b, v5.16b\n\t"                                                             \
+    "ushr v8.16b, v8.16b, #4\n\t"                                                                  \
+    "ushr v9.16b, v9.16b, #4\n\t"                                                                  \
+    "ushr v12.16b, v12.16b, #4\n\t"                                                                \
+    "ushr v13.16b, v13.16b, #4\n\t"                                                                \
+    "fcvtl v4.4s, v4.4h\n\t"                                                                       \
+    "zip1 v14.4s, v4.4s, v4.4s\n\t"                                                                \
+    "zip2 v15.4s, v4.4s, v4.4s\n\t"                                                                \
+    Q16I_PAIR(v16, v17) Q16I_PAIR(v18, v19) Q16I_PAIR(v20, v21) Q16I_PAIR(v22, v23)                \
+    Q16I_PAIR(v24, v25) Q16I_PAIR(v26, v27) Q16I_PAIR(v28, v29) Q16I_PAIR(v30, v31)
+
 static __attribute__((noinline)) void q16i_tile8(int nbc, const uint8_t *p, ptrdiff_t doff, const q16i_rec *rec,
                                                  float *const *yp, int64_t r0, int wr_last, int resume) {
     const int64_t yo = r0 * (int64_t)sizeof(float);
@@ -753,34 +781,12 @@ static __attribute__((noinline)) void q16i_tile8(int nbc, const uint8_t *p, ptrd
         "2:\n\t"
         "cmp %w[nbc], #0\n\t"
         "b.le 4f\n"
-        "3:\n\t"
-        /* the block's weights: dwords j, j+1 of the quad's rows -> zips (rows 0,1 / 2,3 x bytes
-         * 0..7 in v8 / v12, bytes 8..15 in v9 / v13), then low nibbles = elements 0..15, high
-         * nibbles = 16..31; the 4 fp16 scales -> f32, each twice */
-        "ldr q1, [%[p], #64]\n\t"
-        "ldr q2, [%[p], #128]\n\t"
-        "ldr q3, [%[p], #192]\n\t"
-        "ldr d4, [%[p], %[doff]]\n\t"
-        "ld1 {v0.16b}, [%[p]], %[bb]\n\t" /* LDR's post-index reaches 255 only */
-        "zip1 v8.4s, v0.4s, v1.4s\n\t"
-        "zip2 v12.4s, v0.4s, v1.4s\n\t"
-        "zip1 v9.4s, v2.4s, v3.4s\n\t"
-        "zip2 v13.4s, v2.4s, v3.4s\n\t"
-        "movi v5.16b, #15\n\t"
-        "and v6.16b, v8.16b, v5.16b\n\t"
-        "and v7.16b, v9.16b, v5.16b\n\t"
-        "and v10.16b, v12.16b, v5.16b\n\t"
-        "and v11.16b, v13.16b, v5.16b\n\t"
-        "ushr v8.16b, v8.16b, #4\n\t"
-        "ushr v9.16b, v9.16b, #4\n\t"
-        "ushr v12.16b, v12.16b, #4\n\t"
-        "ushr v13.16b, v13.16b, #4\n\t"
-        "fcvtl v4.4s, v4.4h\n\t"
-        "zip1 v14.4s, v4.4s, v4.4s\n\t"
-        "zip2 v15.4s, v4.4s, v4.4s\n\t"
-        Q16I_PAIR(v16, v17) Q16I_PAIR(v18, v19) Q16I_PAIR(v20, v21) Q16I_PAIR(v22, v23)
-        Q16I_PAIR(v24, v25) Q16I_PAIR(v26, v27) Q16I_PAIR(v28, v29) Q16I_PAIR(v30, v31)
-        "subs %w[nbc], %w[nbc], #1\n\t"
+        "tbz %w[nbc], #0, 3f\n\t" /* an odd count enters at the second copy */
+        "add %w[nbc], %w[nbc], #1\n\t"
+        "b 6f\n"
+        "3:\n\t" Q16I_BLOCK
+        "6:\n\t" Q16I_BLOCK
+        "subs %w[nbc], %w[nbc], #2\n\t"
         "b.ne 3b\n"
         "4:\n\t"
         Q16I_STORE(0, v16, v17) "str q1, [%[t1], %[yo]]\n\t"
