@@ -580,10 +580,10 @@ void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const vo
  * (r0,t0) (r0,t1) (r1,t0) (r1,t1)). Each block's weights are loaded and unpacked once per tile
  * and used by all 8 token pairs (64 SMMLA per block): vzip1q_u32 / vzip2q_u32 of dwords j, j+1
  * of a quad give rows (0,1) / (2,3) x 8 consecutive bytes, split into unsigned nibbles u.
- * Activations are rearranged once per call into per-(block, token pair) records that hold the
- * four SMMLA operands (2 tokens x 8 consecutive int8), the pair's -8 * sum(a) (the integer
- * accumulators' start) and scales: a 64-byte and a 32-byte load per token pair and block, no
- * shuffle in the loop.
+ * Activations are rearranged once per matmul (or per call) into per-(block, token pair) records
+ * that hold the four SMMLA operands (2 tokens x 8 consecutive int8), the pair's -8 * sum(a) (the
+ * integer accumulators' start) and scales: two loads per token pair and block in the 16-token
+ * tile (q16i_tile8, inline asm), no shuffle in the loop.
  * Exactness: the int32 block sums are exact (sum u * a - 8 sum a = the reference's sumi) and the
  * float part is the reference's acc = acc + (float)sumi * (d_w * d_a), blocks in order, no FMA,
  * lane by lane; partial sums go through y between block chunks (exact). So every output equals
