@@ -584,10 +584,10 @@ void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const vo
  * (r0,t0) (r0,t1) (r1,t0) (r1,t1)). Each block's weights are loaded and unpacked once per tile
  * and used by all 8 token pairs (64 SMMLA per block): vzip1q_u32 / vzip2q_u32 of dwords j, j+1
  * of a quad give rows (0,1) / (2,3) x 8 consecutive bytes, split into unsigned nibbles u.
- * Activations are rearranged once per call into per-(block, token pair) records that hold the
- * four SMMLA operands (2 tokens x 8 consecutive int8), the pair's -8 * sum(a) (the integer
- * accumulators' start) and scales: a 64-byte and a 32-byte load per token pair and block, no
- * shuffle in the loop.
+ * Activations are rearranged once per matmul (or per call) into per-(block, token pair) records
+ * that hold the four SMMLA operands (2 tokens x 8 consecutive int8), the pair's -8 * sum(a) (the
+ * integer accumulators' start) and scales: two loads per token pair and block in the 16-token
+ * tile (q16i_tile8, inline asm), no shuffle in the loop.
  * Exactness: the int32 block sums are exact (sum u * a - 8 sum a = the reference's sumi) and the
  * float part is the reference's acc = acc + (float)sumi * (d_w * d_a), blocks in order, no FMA,
  * lane by lane; partial sums go through y between block chunks (exact). So every output equals
@@ -598,12 +598,12 @@ void kz_i8mm_gemm_q6_K(int64_t n, const void *w, size_t ws, int64_t nr, const vo
 #define Q16I_CH 64 /* blocks per chunk: 64 x 8 records of 112 bytes (56 KiB) on the stack */
 
 /* one token pair x one block: x[16 c ..] = tokens (t, t+1) x elements 8c..8c+7; corr = the
- * tokens' -8 * sum(a), twice (the two row pairs' accumulators start from it: two loads in one
- * LDP, no register copy), da = their scales, both as (t, t+1, t, t+1), the lane order of an
- * SMMLA result */
+ * tokens' -8 * sum(a), twice (the two row pairs' accumulators start from it: no register copy),
+ * da = their scales, both as (t, t+1, t, t+1), the lane order of an SMMLA result. Field order:
+ * the asm tile reads corr, corr, x[0..15] with one LD1 and x[16..63], da with another. */
 typedef struct {
-    int8_t x[64];
     int32_t corr[2][4];
+    int8_t x[64];
     float da[4];
 } q16i_rec;
 
@@ -700,13 +700,123 @@ KZ_INL void q16i_tile(const int TPN, int nbc, const uint8_t *p, ptrdiff_t doff, 
     }
 }
 
+/* q16i_tile with TPN = 8 (the 16-token groups of every prefill) in GCC inline asm: the same
+ * instructions as the intrinsics less what GCC 12 adds around them (an ADD per post-indexed
+ * LD1, register copies, a spilled accumulator): per token pair and block 2 loads (LD1 of 3 and
+ * of 4 registers, post-indexed), 8 SMMLA and the float step, 18 instructions. Registers:
+ * v16..v31 the 16 float accumulators (v16 + 2 tp: rows 0,1, v17 + 2 tp: rows 2,3 of pair tp),
+ * v6..v9 / v10..v13 the row pairs' weight operands of elements 0..7, 8..15, 16..23, 24..31,
+ * v14 / v15 the row pairs' scales (r0 r0 r1 r1 / r2 r2 r3 r3), v0..v5 scratch. */
+#define Q16I_S(x) #x
+/* accumulators A (rows 0,1) and B (rows 2,3) of the pair whose output pointers are at yp + OFF */
+#define Q16I_RESUME(OFF, A, B)                                                                     \
+    "ldp %[t0], %[t1], [%[yp], #" Q16I_S(OFF) "]\n\t"                                              \
+    "ldr q0, [%[t0], %[yo]]\n\t"                                                                   \
+    "ldr q1, [%[t1], %[yo]]\n\t"                                                                   \
+    "zip1 " #A ".4s, v0.4s, v1.4s\n\t"                                                             \
+    "zip2 " #B ".4s, v0.4s, v1.4s\n\t"
+#define Q16I_ZERO(A, B) "movi " #A ".4s, #0\n\tmovi " #B ".4s, #0\n\t"
+/* one token pair's record: v0 / v1 = the corrections (accumulators), v2..v4 = x, v5 = da */
+#define Q16I_PAIR(A, B)                                                                            \
+    "ld1 {v0.16b, v1.16b, v2.16b}, [%[rec]], #48\n\t"                                              \
+    "smmla v0.4s, v6.16b, v2.16b\n\t"                                                              \
+    "smmla v1.4s, v10.16b, v2.16b\n\t"                                                             \
+    "ld1 {v2.16b, v3.16b, v4.16b, v5.16b}, [%[rec]], #64\n\t"                                      \
+    "smmla v0.4s, v7.16b, v2.16b\n\t"                                                              \
+    "smmla v1.4s, v11.16b, v2.16b\n\t"                                                             \
+    "smmla v0.4s, v8.16b, v3.16b\n\t"                                                              \
+    "smmla v1.4s, v12.16b, v3.16b\n\t"                                                             \
+    "smmla v0.4s, v9.16b, v4.16b\n\t"                                                              \
+    "smmla v1.4s, v13.16b, v4.16b\n\t"                                                             \
+    "scvtf v0.4s, v0.4s\n\t"                                                                       \
+    "scvtf v1.4s, v1.4s\n\t"                                                                       \
+    "fmul v2.4s, v14.4s, v5.4s\n\t"                                                                \
+    "fmul v3.4s, v15.4s, v5.4s\n\t"                                                                \
+    "fmul v0.4s, v0.4s, v2.4s\n\t"                                                                 \
+    "fmul v1.4s, v1.4s, v3.4s\n\t"                                                                 \
+    "fadd " #A ".4s, " #A ".4s, v0.4s\n\t"                                                         \
+    "fadd " #B ".4s, " #B ".4s, v1.4s\n\t"
+#define Q16I_STORE(OFF, A, B)                                                                      \
+    "ldp %[t0], %[t1], [%[yp], #" Q16I_S(OFF) "]\n\t"                                              \
+    "uzp1 v0.4s, " #A ".4s, " #B ".4s\n\t"                                                         \
+    "uzp2 v1.4s, " #A ".4s, " #B ".4s\n\t"                                                         \
+    "str q0, [%[t0], %[yo]]\n\t"
+
+/* one block: its weights (dwords j, j+1 of the quad's rows -> zips: rows 0,1 / 2,3 x bytes 0..7
+ * in v8 / v12, bytes 8..15 in v9 / v13; low nibbles = elements 0..15, high nibbles = 16..31; the
+ * 4 fp16 scales -> f32, each twice), then the 8 token pairs */
+#define Q16I_BLOCK                                                                                 \
+    "ldr q1, [%[p], #64]\n\t"                                                                      \
+    "ldr q2, [%[p], #128]\n\t"                                                                     \
+    "ldr q3, [%[p], #192]\n\t"                                                                     \
+    "ldr d4, [%[p], %[doff]]\n\t"                                                                  \
+    "ld1 {v0.16b}, [%[p]], %[bb]\n\t"                                                              \
+    "zip1 v8.4s, v0.4s, v1.4s\n\t"                                                                 \
+    "zip2 v12.4s, v0.4s, v1.4s\n\t"                                                                \
+    "zip1 v9.4s, v2.4s, v3.4s\n\t"                                                                 \
+    "zip2 v13.4s, v2.4s, v3.4s\n\t"                                                                \
+    "movi v5.16b, #15\n\t"                                                                         \
+    "and v6.16b, v8.16b, v5.16b\n\t"                                                               \
+    "and v7.16b, v9.16b, v5.16b\n\t"                                                               \
+    "and v10.16b, v12.16b, v5.16b\n\t"                                                             \
+    "and v11.16b, v13.16b, v5.16b\n\t"                                                             \
+    "ushr v8.16b, v8.16b, #4\n\t"                                                                  \
+    "ushr v9.16b, v9.16b, #4\n\t"                                                                  \
+    "ushr v12.16b, v12.16b, #4\n\t"                                                                \
+    "ushr v13.16b, v13.16b, #4\n\t"                                                                \
+    "fcvtl v4.4s, v4.4h\n\t"                                                                       \
+    "zip1 v14.4s, v4.4s, v4.4s\n\t"                                                                \
+    "zip2 v15.4s, v4.4s, v4.4s\n\t"                                                                \
+    Q16I_PAIR(v16, v17) Q16I_PAIR(v18, v19) Q16I_PAIR(v20, v21) Q16I_PAIR(v22, v23)                \
+    Q16I_PAIR(v24, v25) Q16I_PAIR(v26, v27) Q16I_PAIR(v28, v29) Q16I_PAIR(v30, v31)
+
+static __attribute__((noinline)) void q16i_tile8(int nbc, const uint8_t *p, ptrdiff_t doff, const q16i_rec *rec,
+                                                 float *const *yp, int64_t r0, int wr_last, int resume) {
+    const int64_t yo = r0 * (int64_t)sizeof(float);
+    uint64_t t0, t1;
+    __asm__ volatile(
+        "cbz %w[resume], 1f\n\t"
+        Q16I_RESUME(0, v16, v17) Q16I_RESUME(16, v18, v19) Q16I_RESUME(32, v20, v21) Q16I_RESUME(48, v22, v23)
+        Q16I_RESUME(64, v24, v25) Q16I_RESUME(80, v26, v27) Q16I_RESUME(96, v28, v29) Q16I_RESUME(112, v30, v31)
+        "b 2f\n"
+        "1:\n\t"
+        Q16I_ZERO(v16, v17) Q16I_ZERO(v18, v19) Q16I_ZERO(v20, v21) Q16I_ZERO(v22, v23)
+        Q16I_ZERO(v24, v25) Q16I_ZERO(v26, v27) Q16I_ZERO(v28, v29) Q16I_ZERO(v30, v31)
+        "2:\n\t"
+        "cmp %w[nbc], #0\n\t"
+        "b.le 4f\n"
+        "tbz %w[nbc], #0, 3f\n\t" /* an odd count enters at the second copy */
+        "add %w[nbc], %w[nbc], #1\n\t"
+        "b 6f\n"
+        "3:\n\t" Q16I_BLOCK
+        "6:\n\t" Q16I_BLOCK
+        "subs %w[nbc], %w[nbc], #2\n\t"
+        "b.ne 3b\n"
+        "4:\n\t"
+        Q16I_STORE(0, v16, v17) "str q1, [%[t1], %[yo]]\n\t"
+        Q16I_STORE(16, v18, v19) "str q1, [%[t1], %[yo]]\n\t"
+        Q16I_STORE(32, v20, v21) "str q1, [%[t1], %[yo]]\n\t"
+        Q16I_STORE(48, v22, v23) "str q1, [%[t1], %[yo]]\n\t"
+        Q16I_STORE(64, v24, v25) "str q1, [%[t1], %[yo]]\n\t"
+        Q16I_STORE(80, v26, v27) "str q1, [%[t1], %[yo]]\n\t"
+        Q16I_STORE(96, v28, v29) "str q1, [%[t1], %[yo]]\n\t"
+        Q16I_STORE(112, v30, v31)
+        "cbz %w[wr], 5f\n\t"
+        "str q1, [%[t1], %[yo]]\n"
+        "5:\n\t"
+        : [p] "+r"(p), [rec] "+r"(rec), [nbc] "+r"(nbc), [t0] "=&r"(t0), [t1] "=&r"(t1)
+        : [yp] "r"(yp), [yo] "r"(yo), [doff] "r"(doff), [bb] "r"((int64_t)Q16X4_BB), [resume] "r"(resume), [wr] "r"(wr_last)
+        : "cc", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",
+          "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28",
+          "v29", "v30", "v31");
+}
+
 #define Q16I_TILE(N)                                                                                       \
     static __attribute__((noinline)) void q16i_tile##N(int nbc, const uint8_t *p, ptrdiff_t doff,          \
                                                         const q16i_rec *rec, float *const *yp, int64_t r0, \
                                                         int wr_last, int resume) {                         \
         q16i_tile(N, nbc, p, doff, rec, yp, r0, wr_last, resume);                                          \
     }
-Q16I_TILE(8)
 Q16I_TILE(4)
 Q16I_TILE(2)
 Q16I_TILE(1)
