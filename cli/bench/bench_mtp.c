@@ -179,11 +179,11 @@ int cmd_bench_mtp(int argc, char **argv) {
         printf("MTP draft, trimmed:  %8.2f ms  (%.3fx)  [LM head rows of token ids < %d of %d]\n", t_draft_trim.min,
                d_trim, trim_rows, V);
     for (int n = 2; n <= kmax + 1; n++)
-        printf("verify of %d tokens:  %8.2f ms  (%.3fx)  [GDN snapshot + recorded inputs included]\n", n,
+        printf("verify of %d tokens:  %8.2f ms  (%.3fx)  [recorded inputs included]\n", n,
                t_verify[n].min, rel[n]);
     printf("rollback to 1 token: %8.2f ms  (%.3fx)  [restore + replay of the delta rule]\n", t_keep.min, t_keep.min / unit);
-    {   /* the snapshot a verify takes: one copy of the GDN state (keeping the state after every
-         * verified position instead would take n - 1 copies per n-token verify) */
+    {   /* what a snapshot copy of the GDN state would cost a verify (it reads the state from one
+         * buffer and writes the other instead: verify.c) */
         kz_seq_view sv;
         kz_seq_view_get(spec, &sv);
         const size_t bytes = (sv.n_conv + sv.n_ssm) * sizeof(float);
@@ -195,7 +195,7 @@ int cmd_bench_mtp(int argc, char **argv) {
             tm_add(&t_cp, kz_now_ms() - t0);
         }
         if (cp)
-            printf("GDN state copy:      %8.2f ms  (%.3fx)  [%.1f MiB: the snapshot, once per verify]\n", t_cp.min,
+            printf("GDN state copy:      %8.2f ms  (%.3fx)  [%.1f MiB: saved per verify by a second buffer]\n", t_cp.min,
                    t_cp.min / unit, bytes / 1048576.0);
         free(cp);
     }

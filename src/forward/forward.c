@@ -163,7 +163,8 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
             kz_seterr(err, errlen, "verify batch of %d tokens (at most %d and n_batch %d)", n, KZ_SPEC_NMAX, s->n_batch);
             return -1;
         }
-        /* the GDN state before it goes to s->rec_state as the batch updates it (gdn_layer.c) */
+        /* the GDN state before it becomes s->rec_state, which the batch reads (gdn_layer.c) */
+        if (s->conv_state) kz_seq_verify_swap(s);
         s->rec_p0 = s->n_past;
         s->rec_n = n;
         s->rec_mtp_n = s->mtp_n;
@@ -179,6 +180,7 @@ int kz_forward(const kz_model *m, kz_seq *s, const int32_t *tokens, int n, float
         }
         if (forward_chunk(s, tokens + i0, nb, s->n_past, lout, lrow0)) {
             kz_seterr(err, errlen, "cancelled after %d of %d tokens", i0, n);
+            if (s->spec_rec && s->conv_state) kz_seq_verify_swap(s); /* the old buffer is untouched */
             s->spec_rec = 0;
             return KZ_FWD_ABORTED;
         }

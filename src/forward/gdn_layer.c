@@ -13,10 +13,10 @@ typedef struct {
     kz_seq *s;
     const kz_layer *ly;
     float *conv_state, *ssm_state;
-    /* a verify batch: where this layer's state before the batch goes (verify.c), copied per conv
-     * unit and value head just before they are updated (cache-hot, on every thread) instead of
-     * in one single-threaded copy of the whole state; NULL otherwise */
-    float *snap_conv, *snap_ssm;
+    /* a verify batch: this layer's state before the batch, in the other of the two state buffers
+     * (kz_seq_verify_swap): the batch reads it and writes the live one, so it stays as rollback's
+     * snapshot without a copy; NULL otherwise */
+    const float *old_conv, *old_ssm;
     int n;
     int n_runs; /* work items (conv units, value heads) in one run per thread */
     kz_run run[KZ_RUNS_MAX];
@@ -35,9 +35,9 @@ static void gdn_in_units(const gdn_task *a, long lo, long hi) {
     const long qk = 2L * hk;
     const long c0 = lo <= qk ? lo * dk : qk * dk + (lo - qk) * dv;
     const long c1 = hi <= qk ? hi * dk : qk * dk + (hi - qk) * dv;
-    if (a->snap_conv) {
+    if (a->old_conv) { /* small: the conv then updates the live copy in place */
         const size_t K1 = (size_t)hp->ssm_d_conv - 1;
-        memcpy(a->snap_conv + (size_t)c0 * K1, a->conv_state + (size_t)c0 * K1, (size_t)(c1 - c0) * K1 * sizeof(float));
+        memcpy(a->conv_state + (size_t)c0 * K1, a->old_conv + (size_t)c0 * K1, (size_t)(c1 - c0) * K1 * sizeof(float));
     }
     if (a->s->spec_rec) /* a verify batch: decode's one-token conv per token (the blocked one's
                          * transposed copies cost more than the conv for 2-4 tokens) */
@@ -98,9 +98,9 @@ static void gdn_core_head(const gdn_task *a, int ith, int j) {
     const kz_gdn_shape sh = {hp->ssm_n_k_heads, hp->ssm_n_v_heads, hp->ssm_d_state, hp->ssm_head_v_dim};
     const float *q = b->conv, *k = q + hp->ssm_key_dim, *v = k + hp->ssm_key_dim;
     if (a->s->spec_rec) /* a verify batch steps token by token, as decode does, each state row
-                         * through all its tokens at once; the state before it to the snapshot */
-        kz_gdn_recurrent_rows(&sh, a->n, q, k, v, b->ld_qkv, b->alpha, b->beta, b->ld_gate, a->ssm_state,
-                              a->ssm_state, a->snap_ssm, b->core, b->ld_z, j, j + 1);
+                         * through all its tokens at once, from the old buffer into the live one */
+        kz_gdn_recurrent_rows(&sh, a->n, q, k, v, b->ld_qkv, b->alpha, b->beta, b->ld_gate, a->old_ssm,
+                              a->ssm_state, NULL, b->core, b->ld_z, j, j + 1);
     else if (a->n >= 2)
         kz_gdn_chunked(&sh, a->n, q, k, v, b->ld_qkv, b->alpha, b->beta, b->ld_gate, a->ssm_state, b->core, b->ld_z,
                        j, j + 1, b->chunk_scr + (size_t)ith * b->chunk_scr_floats);
@@ -149,8 +149,8 @@ void kz_gdn_layer(kz_seq *s, const kz_layer *ly, int n, const kz_mm_pre *pre) {
                    .conv_state = s->conv_state + (size_t)ly->state_idx * s->conv_per_layer,
                    .ssm_state = s->ssm_state + (size_t)ly->state_idx * s->ssm_per_layer, .n = n};
     if (s->spec_rec) {
-        gt.snap_conv = s->rec_state + (size_t)ly->state_idx * s->conv_per_layer;
-        gt.snap_ssm = s->rec_state + s->conv_per_layer * (size_t)hp->n_gdn_layers +
+        gt.old_conv = s->rec_state + (size_t)ly->state_idx * s->conv_per_layer;
+        gt.old_ssm = s->rec_state + s->conv_per_layer * (size_t)hp->n_gdn_layers +
                       (size_t)ly->state_idx * s->ssm_per_layer;
     }
     const kz_wmat *w[] = {&ly->wqkv, &ly->wgate, &ly->wbeta, &ly->walpha};

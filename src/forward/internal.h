@@ -99,7 +99,8 @@ struct kz_seq {
      * what kz_seq_verify_keep needs to keep only a prefix of it */
     int spec_rec;           /* the next forward chunk is a verify batch */
     int rec_valid, rec_n, rec_p0, rec_mtp_n;
-    float *rec_state;       /* GDN conv + ssm state before the batch (state layout) */
+    float *rec_state;       /* GDN conv + ssm state before the batch (state layout): the second
+                             * state buffer, swapped with conv_state per verify */
     float *rec_qkv, *rec_conv, *rec_g, *rec_beta; /* [n_gdn][KZ_SPEC_NMAX][conv_dim | conv_dim | H_v | H_v] */
     float *rec_h;           /* [KZ_SPEC_NMAX][n_embd] final-normed hiddens of the batch */
     float *rec_scr;         /* [KZ_SPEC_NMAX][d_inner] replay output scratch */
@@ -161,4 +162,6 @@ void kz_seq_mtp_kv_clear(kz_seq *s, int n);
 /* GDN layer idx's rows of a verify batch into the record: conv channels [c0, c1) (raw and
  * convolved + normed), and with gates the gates (gdn_layer.c, right after computing them) */
 void kz_seq_rec_gdn(kz_seq *s, int idx, int n, int c0, int c1, int gates);
+/* swaps the live GDN state buffer (conv_state / ssm_state) with rec_state */
+void kz_seq_verify_swap(kz_seq *s);
 #endif

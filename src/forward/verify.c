@@ -4,7 +4,8 @@
  * Rollback is "snapshot + replay": the GDN conv + recurrent states before the batch, and per
  * GDN layer and token the conv inputs and the delta rule's inputs (q, k, v, g, beta); keeping
  * the first `keep` tokens restores the snapshot and reruns only the delta rule over them (no
- * weights read). KV rows need no undo: n_past moves back and later tokens overwrite them. */
+ * weights read). The snapshot costs no copy: the state has two buffers, and a batch reads the
+ * one before it and writes the other (which then becomes the live one). KV rows need no undo: n_past moves back and later tokens overwrite them. */
 #include <stdlib.h>
 #include <string.h>
 #include "forward/internal.h"
@@ -81,6 +82,13 @@ void kz_seq_rec_gdn(kz_seq *s, int idx, int n, int c0, int c1, int gates) {
             memcpy(s->rec_beta + ((size_t)idx * N + t) * H, b->beta + (size_t)t * b->ld_gate, H * sizeof(float));
         }
     }
+}
+
+void kz_seq_verify_swap(kz_seq *s) {
+    float *live = s->conv_state;
+    s->conv_state = s->rec_state;
+    s->rec_state = live;
+    s->ssm_state = s->conv_state + s->conv_per_layer * (size_t)s->m->hp.n_gdn_layers;
 }
 
 typedef struct {
