@@ -383,8 +383,11 @@ static void test_matmul(void) {
                     float *ref = malloc(sizeof(float) * n_tok * n_out);
                     ref_matmul(t, wq, rb, n_out, x, n_in, n_tok, act, ref);
                     size_t wb = matmul1_work(&W, n_tok);
-                    /* one token with Q8_0 activations: + the packed GEMV's per-block terms (64-byte aligned) */
-                    const size_t aux = n_tok == 1 && kz_act_type(t) == KZ_T_Q8_0 ? 64 + (size_t)(n_in / 32) * 4 : 0;
+                    /* up to KZ_MM_THIN tokens with Q8_0 activations: + the packed GEMV's / thin gemm's
+                     * per-block terms of each row (64-byte aligned) */
+                    const size_t aux = n_tok <= KZ_MM_THIN && kz_act_type(t) == KZ_T_Q8_0
+                                           ? 64 + (size_t)n_tok * (size_t)(n_in / 32) * 4
+                                           : 0;
                     CHECK(wb == (t == KZ_T_F32 ? 0 : arb * n_tok + aux));
                     float *y = malloc(sizeof(float) * ldy * n_tok);
                     void *work = malloc(wb ? wb : 1);

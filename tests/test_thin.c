@@ -124,7 +124,7 @@ static void test_packed(void) {
     }
 #endif
     unsigned long long s = 515;
-    int cases = 0, bad = 0;
+    int cases = 0, bad = 0, thin_cases = 0;
     for (int fi = 0; fi < n_fn; fi++)
         for (int bi = 0; bi < (small ? 2 : 3); bi++)
             for (int ri = 0; ri < 3; ri++) {
@@ -163,11 +163,28 @@ static void test_packed(void) {
                     }
                     free(aux), free(y1);
                 }
+                /* the thin gemm with every token's terms precomputed: the same rows */
+                if (gv.thin) {
+                    int32_t *aux = malloc(sizeof(int32_t) * (size_t)nb * NT_MAX);
+                    float *y2 = malloc(sizeof(float) * (size_t)ldy * NT_MAX);
+                    for (int k = 0; k < NT_MAX; k++) gv.prep(a + k * ab, n, aux + (size_t)k * (size_t)nb);
+                    for (int nt = 2; nt <= 4 && nt <= NT_MAX; nt++) {
+                        fns[fi](n, pk, nr, a, ab, nt, y, ldy);
+                        for (int64_t i = 0; i < ldy * nt; i++) y2[i] = -777.0f;
+                        gv.thin(n, pk, nr, a, ab, nt, aux, y2, ldy);
+                        for (int k = 0; k < nt; k++) {
+                            bad += memcmp(y2 + k * ldy, y + k * ldy, sizeof(float) * (size_t)nr) != 0;
+                            for (int64_t r = nr; r < ldy; r++) bad += y2[k * ldy + r] != -777.0f;
+                        }
+                        thin_cases++;
+                    }
+                    free(aux), free(y2);
+                }
                 free(w), free(pk), free(a), free(y);
             }
     CHECKF(bad == 0, "packed q4_0_16x4: %d rows differ from the scalar dot / the one-token GEMV", bad);
-    printf("  packed q4_0_16x4: %d kernels, n_tok 1..%d == scalar dot (and the decode GEMV) over %d cases\n", n_fn,
-           NT_MAX, cases);
+    printf("  packed q4_0_16x4: %d kernels, n_tok 1..%d == scalar dot (and the decode GEMV) over %d cases, "
+           "%d thin calls with precomputed terms\n", n_fn, NT_MAX, cases, thin_cases);
 }
 
 /* 3. kz_matmul: n_tok rows == each token alone, through the dispatch (packed + plain rows) */

@@ -92,4 +92,10 @@ static inline size_t mm_work_bytes(const kz_model *m, int n_tok) {
     }
     return w;
 }
+/* for any chunk of 1..n_batch tokens: the largest is n_batch's, or a thin batch's (its terms) */
+static inline size_t mm_work_bytes_upto(const kz_model *m, int n_batch) {
+    size_t w = mm_work_bytes(m, n_batch);
+    for (int n = 1; n <= KZ_MM_THIN && n < n_batch; n++) w = mm_maxz(w, mm_work_bytes(m, n));
+    return w;
+}
 #endif

@@ -173,7 +173,7 @@ kz_seq *kz_seq_new(const kz_model *m, int n_ctx, int n_batch, int n_threads, kz_
     plan_scratch(s, &plan);
     /* a one-token matmul also keeps per-block terms after its row (matmul.c), which a batch of
      * n_batch rows need not cover when the rows are short: the larger of the two */
-    const size_t mmw = maxz(mm_work_bytes(m, n_batch), mm_work_bytes(m, 1));
+    const size_t mmw = mm_work_bytes_upto(m, n_batch);
     size_t kv_layer_bytes = 0, kv_bytes = 0, scr_bytes = 0, tmp = 0, total = 0;
     int ok = plan.ok && mul3(&kv_layer_bytes, (size_t)hp->n_head_kv * row_bytes, (size_t)n_ctx, 1) &&
              mul3(&kv_bytes, kv_layer_bytes, 2, (size_t)n_kv_layers) &&
@@ -415,7 +415,7 @@ int kz_seq_plan_bytes(const kz_model *m, int n_ctx, int n_batch, int n_threads, 
              mul3(&out->kv, kvl, 2, (size_t)hp->n_attn_layers) &&
              mul3(&out->gdn_state, conv + ssm, sizeof(float), (size_t)hp->n_gdn_layers) &&
              mul3(&out->arena, plan.off, sizeof(float), 1);
-    out->mm_work = maxz(mm_work_bytes(m, n_batch), mm_work_bytes(m, 1));
+    out->mm_work = mm_work_bytes_upto(m, n_batch);
     out->attn_cnt = s.attn.max_items * sizeof(atomic_int);
     return ok ? 0 : -1;
 }

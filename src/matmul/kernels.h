@@ -51,6 +51,9 @@ void kz_avx512_gemv_q4_0_16x4(int64_t n, const void *pk, int64_t n_rows, const v
                               float *y);
 void kz_avx512_gemv_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t n_rows, const void *act,
                                    const int32_t *corr, float *y);
+/* the thin (2-4 token) gemm of the same, every token's terms given (corr[t * n / 32 + b]) */
+void kz_avx512_thin_q4_0_16x4(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride,
+                              int64_t n_tok, const int32_t *corr, float *y, int64_t ldy);
 #endif
 
 #if defined(__aarch64__)

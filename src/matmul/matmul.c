@@ -33,14 +33,16 @@ _Static_assert(MM_TB % 16 == 0, "a prefill call starts at a 16-token record grou
  * per-(token, block) activation sums once per call and reuse them over every 16-row group of
  * the call, so taller calls amortise that (256 x n_in Q4_0 rows still fit L2) */
 #define MM_RB_LANE 256
-/* up to this many tokens (a decode step, a speculative verify's thin batch) X is quantised and
- * kz_mm.pre run inside the dispatch, as for one token, instead of by the caller before it */
-#define MM_THIN 4
+/* up to this many tokens X is quantised and kz_mm.pre run inside the dispatch, as for one
+ * token, instead of by the caller before it */
+#define MM_THIN KZ_MM_THIN
 
-/* after a one-token Q8_0 activation row: its per-block terms for the packed GEMV (kz_gemv_q4_0_16x4),
- * 64-byte aligned */
+/* after a decode step's or thin batch's Q8_0 activation rows: their per-block terms for the
+ * packed GEMV / thin gemm (kz_gemv_q4_0_16x4), 64-byte aligned */
 static size_t aux_bytes(const kz_wmat *w, int n_tok) {
-    return n_tok == 1 && kz_act_type(w->type) == KZ_T_Q8_0 ? 64 + (size_t)(w->n_in / 32) * sizeof(int32_t) : 0;
+    return n_tok <= MM_THIN && kz_act_type(w->type) == KZ_T_Q8_0
+               ? 64 + (size_t)n_tok * (size_t)(w->n_in / 32) * sizeof(int32_t)
+               : 0;
 }
 
 /* bytes of the records a level's packed prefill reads (kz_gemm_q4_0_16x4_rec: made once per
@@ -70,9 +72,10 @@ typedef struct {
     int64_t n_chunk; /* quantisation chunks per row */
     const atomic_int *abort; /* prefill: stop between tiles once non-zero (output dropped) */
     kz_gemm_q4_0_16x4_fn gemm16; /* kernel for w->q4_0_16x4 rows, NULL: w has none or this level cannot use them */
-    kz_gemv_q4_0_16x4 gv;          /* one token: the level's GEMV taking aux (NULL gemv: gemm16 computes it) */
-    int32_t *aux;            /* one token: the activation row's per-block terms for gv, or NULL */
-    int32_t *aux_room;       /* quantising matrix, one token: where its row's terms go */
+    kz_gemv_q4_0_16x4 gv;          /* <= MM_THIN tokens: the level's GEMV / thin gemm taking aux (NULL: gemm16
+                                    * computes the terms) */
+    int32_t *aux;            /* <= MM_THIN tokens: the activation rows' per-block terms for gv, or NULL */
+    int32_t *aux_room;       /* quantising matrix, <= MM_THIN tokens: where its rows' terms go */
     int aux_need;            /* quantising matrix: a packed matrix reads its terms */
     int64_t rb;              /* prefill row block */
     kz_gemm_q4_0_16x4_rec rg; /* the level's record-reading packed prefill (gemm NULL: none) */
@@ -139,8 +142,11 @@ static void dot_block(const mm_task *t, int packed, int64_t r0, int64_t nr, int 
     const kz_wmat *w = t->w;
     const uint8_t *a = t->act + (size_t)t0 * t->act_rb;
     float *y = t->y + (int64_t)t0 * t->ldy + r0;
-    if (packed && t->aux)
-        t->gv.gemv(w->n_in, q16x4_rows(w, r0), nr, a, t->aux, y);
+    if (packed && t->aux && nt == 1)
+        t->gv.gemv(w->n_in, q16x4_rows(w, r0), nr, a, t->aux + (size_t)t0 * (size_t)(w->n_in / 32), y);
+    else if (packed && t->aux)
+        t->gv.thin(w->n_in, q16x4_rows(w, r0), nr, a, t->act_rb, nt, t->aux + (size_t)t0 * (size_t)(w->n_in / 32), y,
+                   t->ldy);
     else if (packed && t->rec) /* t0 is a multiple of MM_TB, so of the records' 16-token groups */
         t->rg.gemm(w->n_in, q16x4_rows(w, r0), nr,
                    t->rec + (size_t)(t0 / 16) * (size_t)(w->n_in / 32) * 8 * t->rg.rec_bytes, nt, y, t->ldy);
@@ -225,7 +231,7 @@ static uint64_t argmax_key(float v, int64_t i) {
  * holds whole pairs; the last unit of an odd group count is one group). */
 static int64_t unit_rows(const mm_task *t) {
     if (!t->gemm16) return MM_ROW_UNIT;
-    return t->gv.gemv ? t->gv.unit_rows : 16;
+    return t->gv.gemv && t->n_tok == 1 ? t->gv.unit_rows : 16;
 }
 
 /* a run's owner takes a quarter of what is left of it (at least one chunk) from the front, so it
@@ -263,10 +269,13 @@ static void quant_act_range(const mm_multi *mt, int64_t lo, int64_t hi) {
         }
         const int64_t e = hi < nc ? hi : nc;
         quant_act_chunks(t, lo, e);
-        if (t->aux_need) {
-            const int64_t e0 = lo * ACT_CHUNK, e1 = e * ACT_CHUNK < t->w->n_in ? e * ACT_CHUNK : t->w->n_in;
-            t->gv.prep(t->act + (size_t)(e0 / t->at->blck) * t->at->bytes, e1 - e0, t->aux_room + e0 / 32);
-        }
+        if (t->aux_need)
+            for (int64_t c = lo; c < e; c++) { /* chunk k of row tok */
+                const int64_t tok = c / t->n_chunk, e0 = c % t->n_chunk * ACT_CHUNK;
+                const int64_t e1 = e0 + ACT_CHUNK < t->w->n_in ? e0 + ACT_CHUNK : t->w->n_in;
+                t->gv.prep(t->act + (size_t)tok * t->act_rb + (size_t)(e0 / t->at->blck) * t->at->bytes, e1 - e0,
+                           t->aux_room + (size_t)tok * (size_t)(t->w->n_in / 32) + e0 / 32);
+            }
         lo = 0, hi -= nc;
     }
 }
@@ -412,7 +421,8 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
     uint8_t *wp = work;
     int n_act = 0;
     const kz_gemm_q4_0_16x4_fn gemm16 = kz_gemm_q4_0_16x4_get();
-    const kz_gemv_q4_0_16x4 gv = n_tok == 1 ? kz_gemv_q4_0_16x4_get_isa((int)kz_isa_active()) : (kz_gemv_q4_0_16x4){NULL, NULL, 16};
+    const kz_gemv_q4_0_16x4 gv =
+        n_tok <= MM_THIN ? kz_gemv_q4_0_16x4_get_isa((int)kz_isa_active()) : (kz_gemv_q4_0_16x4){NULL, NULL, NULL, 16};
     const kz_gemm_q4_0_16x4_rec rg = kz_gemm_q4_0_16x4_rec_get_isa((int)kz_isa_active());
     for (int i = 0; i < nw; i++) {
         const kz_wmat *wi = w[i];
@@ -451,7 +461,7 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
                     t->aux_room = (int32_t *)(((uintptr_t)(wp + (size_t)n_tok * t->act_rb) + 63) & ~(uintptr_t)63);
                 wp += act_bytes(wi, n_tok);
             }
-            if (gv.gemv && t->gemm16) { /* the packed GEMV reads the terms of the quantised row */
+            if ((n_tok == 1 ? gv.gemv != NULL : gv.thin != NULL) && t->gemm16) { /* the packed kernel reads the terms of X */
                 mm_task *c = owner >= 0 ? &mt.t[owner] : t;
                 c->aux_need = 1;
                 t->aux = c->aux_room;
@@ -509,7 +519,10 @@ static int64_t matmul_multi(kz_pool *pool, const kz_wmat *const *w, int nw, cons
             for (int i = 0; i < mt.n; i++)
                 if (mt.t[i].n_chunk) quant_act_units(&mt.t[i], 0, act_units(&mt.t[i]));
         for (int i = 0; i < mt.n; i++) /* once per row here, not once per kernel call */
-            if (mt.t[i].aux_need) gv.prep(mt.t[i].act, mt.t[i].w->n_in, mt.t[i].aux_room);
+            if (mt.t[i].aux_need)
+                for (int tok = 0; tok < n_tok; tok++)
+                    gv.prep(mt.t[i].act + (size_t)tok * mt.t[i].act_rb, mt.t[i].w->n_in,
+                            mt.t[i].aux_room + (size_t)tok * (size_t)(mt.t[i].w->n_in / 32));
     }
     make_runs(&mt, nth);
     kz_pool_run(pool, dot_task, &mt);

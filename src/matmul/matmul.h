@@ -34,6 +34,9 @@ typedef struct {
 } kz_mm_pre;
 
 #define KZ_MM_MAX 4
+/* up to this many tokens (a decode step, a speculative verify's thin batch) X is quantised in the
+ * dispatch and its rows stream once for all tokens, as for one */
+#define KZ_MM_THIN 4
 /* One matmul call: nw <= KZ_MM_MAX matrices with the same n_in applied to the same X (q/k/v,
  * gate/up, ...), X quantised once per activation type and all rows in one pool dispatch. Matrix
  * i writes n_tok rows of n_out floats to y[i] at stride ldy[i] (0: n_out). Unset fields are off. */

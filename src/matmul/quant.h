@@ -64,11 +64,14 @@ kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get_isa(int isa);
  * dot is corrected by -8 x the sum of its quants): prep computes those n / 32 int32 once per
  * activation row (each from its own block, so a row can be prepared in pieces: kz_matmul's
  * threads do it share by share), gemv takes them - the same outputs as the gemm with n_tok = 1,
- * bit for bit.
- * Both NULL where the level's kernel has no such term. */
+ * bit for bit; thin does the same for 2..4 tokens (the gemm's outputs for that n_tok).
+ * All NULL where the level's kernel has no such term. */
 typedef struct {
     void (*prep)(const void *act, int64_t n, int32_t *aux);
     void (*gemv)(int64_t n, const void *pk, int64_t n_rows, const void *act, const int32_t *aux, float *y);
+    /* 2..4 tokens (a speculative verify's thin batch), token t's terms at aux + t * n / 32 */
+    void (*thin)(int64_t n, const void *pk, int64_t n_rows, const void *act, size_t a_stride, int64_t n_tok,
+                 const int32_t *aux, float *y, int64_t ldy);
     int unit_rows; /* rows a call should hold whole multiples of: 32 where gemv streams two 16-row
                     * groups side by side, else 16 (kz_matmul splits the rows in such units) */
 } kz_gemv_q4_0_16x4;

@@ -286,7 +286,7 @@ T_AVX512 void kz_avx512_gemv_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t n
  * each token's row equals its one-token result bit for bit. T a constant after inlining. */
 #define LANE_THIN_MAX 4
 T_AVX512 KZ_INL void lane_thin_16x4_body(const int T, int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a,
-                                         size_t as, float *y, int64_t ldy, const int pf) {
+                                         size_t as, const int32_t *aux, float *y, int64_t ldy, const int pf) {
     /* token-minor, so one block's terms of all tokens share a cache line */
     int32_t corr[LANE_GEMV_NB][LANE_THIN_MAX];
     float da[LANE_GEMV_NB][LANE_THIN_MAX];
@@ -297,7 +297,7 @@ T_AVX512 KZ_INL void lane_thin_16x4_body(const int T, int64_t nb, const uint8_t 
         for (int t = 0; t < T; t++)
             for (int b = 0; b < nbc; b++) {
                 const uint8_t *ab = a + (size_t)t * as + (size_t)(b0 + b) * 34;
-                corr[b][t] = lane_corr(ab);
+                corr[b][t] = aux ? aux[(size_t)t * (size_t)nb + (size_t)(b0 + b)] : lane_corr(ab);
                 da[b][t] = _cvtsh_ss(ld16(ab));
             }
         for (int64_t g = 0; g < ng; g++) {
@@ -340,19 +340,21 @@ T_AVX512 KZ_INL void lane_thin_16x4_body(const int T, int64_t nb, const uint8_t 
 }
 
 /* nt tokens (< 8) in thin passes of up to LANE_THIN_MAX (T fixed per call site, so the tokens'
- * accumulators stay in registers) */
+ * accumulators stay in registers); aux: the tokens' block terms (token-major), or NULL */
 T_AVX512 KZ_INL void lane_thin_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
-                                    float *y, int64_t ldy, const int pf) {
+                                    const int32_t *aux, float *y, int64_t ldy, const int pf) {
     const uint8_t *ap = a;
+    const int64_t nb = n / 32;
     for (int64_t t0 = 0; t0 < nt;) {
         const int64_t left = nt - t0;
         const int T = left >= 4 ? 4 : (int)left;
         const uint8_t *at = ap + (size_t)t0 * as;
+        const int32_t *xt = aux ? aux + (size_t)t0 * (size_t)nb : NULL;
         float *yt = y + t0 * ldy;
-        if (T == 4) lane_thin_16x4_body(4, n / 32, pk, nr, at, as, yt, ldy, pf);
-        else if (T == 3) lane_thin_16x4_body(3, n / 32, pk, nr, at, as, yt, ldy, pf);
-        else if (T == 2) lane_thin_16x4_body(2, n / 32, pk, nr, at, as, yt, ldy, pf);
-        else lane_gemv_16x4_body(n / 32, pk, nr, at, yt, NULL, pf);
+        if (T == 4) lane_thin_16x4_body(4, nb, pk, nr, at, as, xt, yt, ldy, pf);
+        else if (T == 3) lane_thin_16x4_body(3, nb, pk, nr, at, as, xt, yt, ldy, pf);
+        else if (T == 2) lane_thin_16x4_body(2, nb, pk, nr, at, as, xt, yt, ldy, pf);
+        else lane_gemv_16x4_body(nb, pk, nr, at, yt, xt, pf);
         t0 += T;
     }
 }
@@ -367,11 +369,19 @@ T_AVX512 KZ_INL void lane_gemm_16x4(int64_t n, const void *pk, int64_t nr, const
         lane_gemm_q4_0(n, NULL, 0, nr, a, as, nt, y, ldy, pk);
         return;
     }
-    lane_thin_16x4(n, pk, nr, a, as, nt, y, ldy, nt >= 2 ? 1 : pf);
+    lane_thin_16x4(n, pk, nr, a, as, nt, NULL, y, ldy, nt >= 2 ? 1 : pf);
 }
 T_AVX512 void kz_avx512_gemm_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
                                       float *y, int64_t ldy) {
     lane_gemm_16x4(n, pk, nr, a, as, nt, y, ldy, 1);
+}
+/* thin batches (2-4 tokens, a speculative verify) with every token's terms precomputed
+ * (aux[t * n / 32 + b]) once per dispatch: each of a thread's calls (its run in pieces, then
+ * stolen 16-row chunks) recomputed them, ~40 % on top of the products of a 16-row chunk of
+ * the 4B's FFN down (counted from the code); prefetching, as lane_gemm_16x4's thin path */
+T_AVX512 void kz_avx512_thin_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
+                                      const int32_t *aux, float *y, int64_t ldy) {
+    lane_thin_16x4(n, pk, nr, a, as, nt, aux, y, ldy, 1);
 }
 T_AVX512 void kz_avx512_gemm_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t nr, const void *a, size_t as,
                                            int64_t nt, float *y, int64_t ldy) {
