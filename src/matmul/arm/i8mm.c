@@ -114,7 +114,8 @@ void kz_i8mm_gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t nr, const vo
  * into SMMLA operands once per tile, for all 8 token pairs. Activations are rearranged once per
  * call and chunk of blocks into per-(block, token pair) records holding the four SMMLA operands
  * and the scales, so a token pair costs 2 loads, 8 SMMLA and the float step per block (18
- * instructions, q8i_tile8). Decode (1 token) goes to the SDOT GEMV.
+ * instructions). Leftover pairs (and thin batches of 2-4 tokens) take tiles of 4, 2, 1 pairs;
+ * decode (1 token) goes to the SDOT GEMV.
  * Exactness as above: exact int32 block dots, then the reference's acc = acc + (float)sumi *
  * (d_w * d_a) per lane, blocks in order, no FMA; partial sums go through y between block chunks
  * (exact), so every output equals the scalar vec_dot bit for bit. */
@@ -151,51 +152,13 @@ static void q8i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, i
     }
 }
 
-/* 4 rows (w[r]: row r at the chunk's first block) x TPN token pairs (records rec[b * Q8I_TP +
- * tp]) over nbc blocks; yp[2 tp] + r0, yp[2 tp + 1] + r0: the pair's outputs of row 0 (partial
- * sums read first when resume); the second token of the last pair is written only when wr_last
- * (else it is padding: yp repeats the first) */
-KZ_INL void q8i_tile(const int TPN, int nbc, const uint8_t *const w[4], const q8i_rec *rec, float *const *yp,
-                     int64_t r0, int wr_last, int resume) {
-    float32x4_t acc[2][Q8I_TP];
-    KZ_UNROLL(8)
-    for (int tp = 0; tp < TPN; tp++) {
-        if (resume) { /* rows 0..3 of tokens 2tp, 2tp+1 -> row pairs (0,1), (2,3) of the pair */
-            const float32x4_t u = vld1q_f32(yp[2 * tp] + r0), v = vld1q_f32(yp[2 * tp + 1] + r0);
-            acc[0][tp] = vzip1q_f32(u, v);
-            acc[1][tp] = vzip2q_f32(u, v);
-        } else {
-            acc[0][tp] = vdupq_n_f32(0.0f);
-            acc[1][tp] = vdupq_n_f32(0.0f);
-        }
-    }
-    for (int b = 0; b < nbc; b++, rec += Q8I_TP) {
-        const size_t o = (size_t)b * 34;
-        const mm_pair wa = mm_zip(arm_aload(w[0] + o), arm_aload(w[1] + o));
-        const mm_pair wb = mm_zip(arm_aload(w[2] + o), arm_aload(w[3] + o));
-        const float32x4_t dw = arm_d4(w[0] + o, w[1] + o, w[2] + o, w[3] + o);
-        const float32x4_t dwa = vzip1q_f32(dw, dw), dwb = vzip2q_f32(dw, dw); /* r0 r0 r1 r1 / r2 r2 r3 r3 */
-        KZ_UNROLL(8)
-        for (int tp = 0; tp < TPN; tp++) {
-            mm_pair x;
-            for (int j = 0; j < 4; j++) x.m[j] = vld1q_s8(rec[tp].x + 16 * j);
-            const float32x4_t da = vld1q_f32(rec[tp].da);
-            const int32x4_t sa = mm_dot(wa, x), sb = mm_dot(wb, x);
-            acc[0][tp] = vaddq_f32(acc[0][tp], vmulq_f32(vcvtq_f32_s32(sa), vmulq_f32(dwa, da)));
-            acc[1][tp] = vaddq_f32(acc[1][tp], vmulq_f32(vcvtq_f32_s32(sb), vmulq_f32(dwb, da)));
-        }
-    }
-    KZ_UNROLL(8)
-    for (int tp = 0; tp < TPN; tp++) {
-        vst1q_f32(yp[2 * tp] + r0, vuzp1q_f32(acc[0][tp], acc[1][tp]));
-        if (tp < TPN - 1 || wr_last) vst1q_f32(yp[2 * tp + 1] + r0, vuzp2q_f32(acc[0][tp], acc[1][tp]));
-    }
-}
-
-/* q8i_tile with TPN = 8 (every full 16-token group) in GCC inline asm, the instructions of the
- * intrinsics without what GCC 12 adds around them (an ADD per load, register copies, spills).
- * Per block: 8 loads (per row a lane load of d and an LD1 of the 32 int8, both post-indexed,
- * so the row pointers walk the blocks), 8 ZIP to operands, FCVTL and 2 ZIP for the scales; per
+/* The tiles, in GCC inline asm (the intrinsics cost more: GCC 12 adds an ADD per load, register
+ * copies, spills): 4 rows (w[r]: row r at the chunk's first block) x N token pairs (records
+ * rec[b * Q8I_TP + tp]) over nbc blocks; yp[2 tp] + r0, yp[2 tp + 1] + r0: the pair's outputs of
+ * row 0 (partial sums read first when resume); the second token of the last pair is written
+ * only when wr_last (else it is padding: yp repeats the first).
+ * Per block: 8 loads (per row a lane load of d and an LD1 of the 32 int8, both post-indexed, so
+ * the row pointers walk the blocks), 8 ZIP to operands, FCVTL and 2 ZIP for the scales; per
  * token pair 2 loads, 8 SMMLA, 8 float instructions. Registers: v16..v31 the accumulators (v16
  * + 2 tp: rows 0,1, v17 + 2 tp: rows 2,3 of pair tp), v6..v9 / v10..v13 the row pairs' operands
  * of elements 0..7, 8..15, 16..23, 24..31, v14 / v15 the row pairs' scales (r0 r0 r1 r1 / r2 r2
@@ -229,11 +192,13 @@ KZ_INL void q8i_tile(const int TPN, int nbc, const uint8_t *const w[4], const q8
     "fmul v1.4s, v1.4s, v3.4s\n\t"                                                                 \
     "fadd " #A ".4s, " #A ".4s, v0.4s\n\t"                                                         \
     "fadd " #B ".4s, " #B ".4s, v1.4s\n\t"
+/* the pair's rows 0..3 of its first token stored (q0), of its second in q1 */
 #define Q8I_STORE(OFF, A, B)                                                                       \
     "ldp %[t0], %[t1], [%[yp], #" Q8I_S(OFF) "]\n\t"                                               \
     "uzp1 v0.4s, " #A ".4s, " #B ".4s\n\t"                                                         \
     "uzp2 v1.4s, " #A ".4s, " #B ".4s\n\t"                                                         \
     "str q0, [%[t0], %[yo]]\n\t"
+#define Q8I_STORE2(OFF, A, B) Q8I_STORE(OFF, A, B) "str q1, [%[t1], %[yo]]\n\t"
 /* rows WA, WB of a block: d into lanes LA, LB of v4, elements (0..15 | 16..31) into v0, v1 /
  * v2, v3, zipped by dwords into the row pair's operands O0..O3 */
 #define Q8I_ROWS(WA, WB, LA, LB, O0, O1, O2, O3)                                                   \
@@ -245,63 +210,63 @@ KZ_INL void q8i_tile(const int TPN, int nbc, const uint8_t *const w[4], const q8
     "zip2 " #O1 ".2d, v0.2d, v2.2d\n\t"                                                            \
     "zip1 " #O2 ".2d, v1.2d, v3.2d\n\t"                                                            \
     "zip2 " #O3 ".2d, v1.2d, v3.2d\n\t"
-#define Q8I_BLOCK                                                                                  \
+#define Q8I_WEIGHTS                                                                                \
     Q8I_ROWS(w0, w1, 0, 1, v6, v7, v8, v9)                                                         \
     Q8I_ROWS(w2, w3, 2, 3, v10, v11, v12, v13)                                                     \
     "fcvtl v4.4s, v4.4h\n\t"                                                                       \
     "zip1 v14.4s, v4.4s, v4.4s\n\t"                                                                \
-    "zip2 v15.4s, v4.4s, v4.4s\n\t"                                                                \
+    "zip2 v15.4s, v4.4s, v4.4s\n\t"
+/* per pair count N: resume, zero, one block's pairs (then the records of the pairs not in the
+ * tile skipped), the stores but the last pair's second token */
+#define Q8I_RES1 Q8I_RESUME(0, v16, v17)
+#define Q8I_RES2 Q8I_RES1 Q8I_RESUME(16, v18, v19)
+#define Q8I_RES4 Q8I_RES2 Q8I_RESUME(32, v20, v21) Q8I_RESUME(48, v22, v23)
+#define Q8I_RES8 Q8I_RES4 Q8I_RESUME(64, v24, v25) Q8I_RESUME(80, v26, v27) Q8I_RESUME(96, v28, v29) Q8I_RESUME(112, v30, v31)
+#define Q8I_ZER1 Q8I_ZERO(v16, v17)
+#define Q8I_ZER2 Q8I_ZER1 Q8I_ZERO(v18, v19)
+#define Q8I_ZER4 Q8I_ZER2 Q8I_ZERO(v20, v21) Q8I_ZERO(v22, v23)
+#define Q8I_ZER8 Q8I_ZER4 Q8I_ZERO(v24, v25) Q8I_ZERO(v26, v27) Q8I_ZERO(v28, v29) Q8I_ZERO(v30, v31)
+#define Q8I_PAI1 Q8I_PAIR(v16, v17) "add %[rec], %[rec], #784\n\t"
+#define Q8I_PAI2 Q8I_PAIR(v16, v17) Q8I_PAIR(v18, v19) "add %[rec], %[rec], #672\n\t"
+#define Q8I_PAI4 Q8I_PAIR(v16, v17) Q8I_PAIR(v18, v19) Q8I_PAIR(v20, v21) Q8I_PAIR(v22, v23) "add %[rec], %[rec], #448\n\t"
+#define Q8I_PAI8                                                                                   \
     Q8I_PAIR(v16, v17) Q8I_PAIR(v18, v19) Q8I_PAIR(v20, v21) Q8I_PAIR(v22, v23)                    \
     Q8I_PAIR(v24, v25) Q8I_PAIR(v26, v27) Q8I_PAIR(v28, v29) Q8I_PAIR(v30, v31)
-
-static __attribute__((noinline)) void q8i_tile8(int nbc, const uint8_t *const w[4], const q8i_rec *rec,
-                                                float *const *yp, int64_t r0, int wr_last, int resume) {
-    const int64_t yo = r0 * (int64_t)sizeof(float);
-    const uint8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-    uint64_t t0, t1;
-    __asm__ volatile(
-        "cbz %w[resume], 1f\n\t"
-        Q8I_RESUME(0, v16, v17) Q8I_RESUME(16, v18, v19) Q8I_RESUME(32, v20, v21) Q8I_RESUME(48, v22, v23)
-        Q8I_RESUME(64, v24, v25) Q8I_RESUME(80, v26, v27) Q8I_RESUME(96, v28, v29) Q8I_RESUME(112, v30, v31)
-        "b 2f\n"
-        "1:\n\t"
-        Q8I_ZERO(v16, v17) Q8I_ZERO(v18, v19) Q8I_ZERO(v20, v21) Q8I_ZERO(v22, v23)
-        Q8I_ZERO(v24, v25) Q8I_ZERO(v26, v27) Q8I_ZERO(v28, v29) Q8I_ZERO(v30, v31)
-        "2:\n\t"
-        "cmp %w[nbc], #0\n\t"
-        "b.le 4f\n"
-        "tbz %w[nbc], #0, 3f\n\t" /* an odd count enters at the second copy */
-        "add %w[nbc], %w[nbc], #1\n\t"
-        "b 6f\n"
-        "3:\n\t" Q8I_BLOCK
-        "6:\n\t" Q8I_BLOCK
-        "subs %w[nbc], %w[nbc], #2\n\t"
-        "b.ne 3b\n"
-        "4:\n\t"
-        Q8I_STORE(0, v16, v17) "str q1, [%[t1], %[yo]]\n\t"
-        Q8I_STORE(16, v18, v19) "str q1, [%[t1], %[yo]]\n\t"
-        Q8I_STORE(32, v20, v21) "str q1, [%[t1], %[yo]]\n\t"
-        Q8I_STORE(48, v22, v23) "str q1, [%[t1], %[yo]]\n\t"
-        Q8I_STORE(64, v24, v25) "str q1, [%[t1], %[yo]]\n\t"
-        Q8I_STORE(80, v26, v27) "str q1, [%[t1], %[yo]]\n\t"
-        Q8I_STORE(96, v28, v29) "str q1, [%[t1], %[yo]]\n\t"
-        Q8I_STORE(112, v30, v31)
-        "cbz %w[wr], 5f\n\t"
-        "str q1, [%[t1], %[yo]]\n"
-        "5:\n\t"
-        : [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), [rec] "+r"(rec), [nbc] "+r"(nbc),
-          [t0] "=&r"(t0), [t1] "=&r"(t1)
-        : [yp] "r"(yp), [yo] "r"(yo), [resume] "r"(resume), [wr] "r"(wr_last)
-        : "cc", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",
-          "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28",
-          "v29", "v30", "v31");
-}
+#define Q8I_STO1 Q8I_STORE(0, v16, v17)
+#define Q8I_STO2 Q8I_STORE2(0, v16, v17) Q8I_STORE(16, v18, v19)
+#define Q8I_STO4 Q8I_STORE2(0, v16, v17) Q8I_STORE2(16, v18, v19) Q8I_STORE2(32, v20, v21) Q8I_STORE(48, v22, v23)
+#define Q8I_STO8                                                                                   \
+    Q8I_STORE2(0, v16, v17) Q8I_STORE2(16, v18, v19) Q8I_STORE2(32, v20, v21) Q8I_STORE2(48, v22, v23) \
+    Q8I_STORE2(64, v24, v25) Q8I_STORE2(80, v26, v27) Q8I_STORE2(96, v28, v29) Q8I_STORE(112, v30, v31)
+_Static_assert(sizeof(q8i_rec) == 112 && Q8I_TP == 8, "the record skips of Q8I_PAI1..4 and the asm offsets");
 
 #define Q8I_TILE(N)                                                                                         \
     static __attribute__((noinline)) void q8i_tile##N(int nbc, const uint8_t *const w[4], const q8i_rec *rec, \
                                                        float *const *yp, int64_t r0, int wr_last, int resume) { \
-        q8i_tile(N, nbc, w, rec, yp, r0, wr_last, resume);                                                  \
+        const int64_t yo = r0 * (int64_t)sizeof(float);                                                     \
+        const uint8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];                                       \
+        uint64_t t0, t1;                                                                                    \
+        __asm__ volatile("cbz %w[resume], 1f\n\t" Q8I_RES##N "b 2f\n"                                       \
+                         "1:\n\t" Q8I_ZER##N "2:\n\t"                                                       \
+                         "cmp %w[nbc], #0\n\t"                                                              \
+                         "b.le 4f\n"                                                                        \
+                         "tbz %w[nbc], #0, 3f\n\t" /* an odd count enters at the second copy */             \
+                         "add %w[nbc], %w[nbc], #1\n\t"                                                     \
+                         "b 6f\n"                                                                           \
+                         "3:\n\t" Q8I_WEIGHTS Q8I_PAI##N "6:\n\t" Q8I_WEIGHTS Q8I_PAI##N                    \
+                         "subs %w[nbc], %w[nbc], #2\n\t"                                                    \
+                         "b.ne 3b\n"                                                                        \
+                         "4:\n\t" Q8I_STO##N "cbz %w[wr], 5f\n\t"                                           \
+                         "str q1, [%[t1], %[yo]]\n"                                                         \
+                         "5:\n\t"                                                                           \
+                         : [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), [rec] "+r"(rec),     \
+                           [nbc] "+r"(nbc), [t0] "=&r"(t0), [t1] "=&r"(t1)                                  \
+                         : [yp] "r"(yp), [yo] "r"(yo), [resume] "r"(resume), [wr] "r"(wr_last)              \
+                         : "cc", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", \
+                           "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", \
+                           "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31");                  \
     }
+Q8I_TILE(8)
 Q8I_TILE(4)
 Q8I_TILE(2)
 Q8I_TILE(1)
