@@ -322,7 +322,7 @@ static void q8i_prefill(int64_t n, const uint8_t *w, size_t ws, int64_t nr, cons
 
 void kz_i8mm_gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt,
                        float *y, int64_t ldy) {
-    if (nt >= 2 && nr > 0) q8i_prefill(n, w, ws, nr, a, as, nt, y, ldy);
+    if (nt >= 2 && nr > 0 && n >= 32) q8i_prefill(n, w, ws, nr, a, as, nt, y, ldy);
     else kz_dotprod_gemm_q8_0(n, w, ws, nr, a, as, nt, y, ldy); /* decode: the 8-row SDOT GEMV */
 }
 
