@@ -177,7 +177,7 @@ static void test_gemm(void) {
     static const int64_t NQ[] = { 32, 32 * 7, 32 * 33, 32 * 261 }; /* 261 blocks: > 2 kernel block chunks */
     static const int64_t NF[] = { 1, 7, 13, 229, 1029 };
     static const int NR[] = { 1, 3, 17, 63 };
-    static const int NT[] = { 1, 2, 3, 4, 5, 7, 9, 16, 70 }; /* 70: > one 64-token group */
+    static const int NT[] = { 1, 2, 3, 4, 5, 7, 9, 13, 15, 16, 70 }; /* 15: an odd 16-token group; 70: > one 64-token group */
     unsigned long long s = 777;
     for (int li = 0; li < n_levels; li++) {
         const kz_isa L = levels[li];

@@ -136,7 +136,90 @@ KZ_INL void AQ(tile4x4_st)(const int q4, int64_t nb, const uint8_t *const w[4], 
     for (int t = 0; t < 4; t++) vst1q_f32(out + t * ldo, acc[t]);
 }
 KZ_TILE_GEMV(, AQ(gemv), 4, AQ(tile4x1_st))
+
+#if AQ_SDOT
+/* One-token Q8_0 gemm, R = 8 (or 4) rows at a time read in place (no new layout): the rows
+ * share each activation load; each row's SDOTs run on through all blocks (no zeroed
+ * accumulator per block), ADDP trees fold 4 rows' running totals into one vector (lane = row)
+ * and a block's sumi is the difference of two totals (exact: int32 wrap-around cancels, |sumi|
+ * < 2^20). Float step per lane as the reference. nq groups: rows Rq..Rq+R-1 into y[Rq..]. */
+#ifndef AQ_LD_D
+/* lane l of v = the fp16 at p, p += 34 (one LD1 with a register post-increment: GCC has no
+ * addressing mode for a lane load and otherwise spends an ADD per row and block) */
+#if defined(__GNUC__)
+#define AQ_LD_D(v, p, l) __asm__("ld1 {%0.h}[%2], [%1], %3" : "+w"(v), "+r"(p) : "i"(l), "r"((int64_t)34) : "memory")
+#else
+#define AQ_LD_D(v, p, l) ((v) = vld1q_lane_u16((const uint16_t *)(const void *)(p), (v), (l)), (p) += 34)
+#endif
+#endif
+KZ_INL void AQ(rows_q8)(const int R, int64_t nq, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a,
+                        float *y) {
+    for (int64_t q = 0; q < nq; q++, w += (size_t)R * ws, y += R) {
+        const uint8_t *wr[8];
+        KZ_UNROLL(8)
+        for (int r = 0; r < R; r++) wr[r] = w + (size_t)r * ws;
+        const uint8_t *ab = a;
+        int32x4_t p[8], prev[2];
+        float32x4_t acc[2];
+        uint16x8_t hv = vdupq_n_u16(0);
+        KZ_UNROLL(8)
+        for (int r = 0; r < R; r++) p[r] = vdupq_n_s32(0);
+        prev[0] = prev[1] = vdupq_n_s32(0);
+        acc[0] = acc[1] = vdupq_n_f32(0.0f);
+        for (int64_t b = 0; b < nb; b++, ab += 34) {
+            const int8x16_t alo = vld1q_s8((const int8_t *)(ab + 2)), ahi = vld1q_s8((const int8_t *)(ab + 18));
+            /* fp16 d of the R rows (lanes; each pointer then on the next block), the
+             * activation's d (lane 0): exact FCVTL */
+            KZ_UNROLL(8)
+            for (int r = 0; r < R; r++) AQ_LD_D(hv, wr[r], r);
+            KZ_UNROLL(8)
+            for (int r = 0; r < R; r++)
+                p[r] = vdotq_s32(vdotq_s32(p[r], vld1q_s8((const int8_t *)(wr[r] - 32)), alo),
+                                 vld1q_s8((const int8_t *)(wr[r] - 16)), ahi);
+            uint16_t ha;
+            memcpy(&ha, ab, 2);
+            const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u64(vcreate_u64(ha)));
+            KZ_UNROLL(2)
+            for (int g = 0; g < R / 4; g++) {
+                const int32x4_t tot = arm_hsum4(p[4 * g], p[4 * g + 1], p[4 * g + 2], p[4 * g + 3]);
+                const int32x4_t si = vsubq_s32(tot, prev[g]);
+                prev[g] = tot;
+                const float32x4_t dw = g ? vcvt_high_f32_f16(vreinterpretq_f16_u16(hv))
+                                         : vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(hv)));
+                acc[g] = vaddq_f32(acc[g], vmulq_f32(vcvtq_f32_s32(si), vmulq_laneq_f32(dw, da, 0)));
+            }
+        }
+        KZ_UNROLL(2)
+        for (int g = 0; g < R / 4; g++) vst1q_f32(y + 4 * g, acc[g]);
+    }
+}
+static __attribute__((noinline)) void AQ(rows8_q8)(int64_t nq, int64_t nb, const uint8_t *w, size_t ws,
+                                                   const uint8_t *a, float *y) {
+    AQ(rows_q8)(8, nq, nb, w, ws, a, y);
+}
+static __attribute__((noinline)) void AQ(rows4_q8)(int64_t nq, int64_t nb, const uint8_t *w, size_t ws,
+                                                   const uint8_t *a, float *y) {
+    AQ(rows_q8)(4, nq, nb, w, ws, a, y);
+}
+
+/* one token: groups of 8 rows, then 4, then a tail of 1..3 rows through the 4-row tile */
+KZ_INL void AQ(gemv_sd)(const int q4, int64_t nb, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a,
+                        float *y) {
+    int64_t r0 = 0;
+    if (!q4) {
+        if (nr >= 8) AQ(rows8_q8)(nr / 8, nb, w, ws, a, y);
+        r0 = nr - nr % 8;
+        if (nr - r0 >= 4) {
+            AQ(rows4_q8)(1, nb, w + (size_t)r0 * ws, ws, a, y + r0);
+            r0 += 4;
+        }
+    }
+    if (r0 < nr) AQ(gemv)(q4, nb, w + (size_t)r0 * ws, ws, nr - r0, a, y + r0);
+}
+KZ_TILE_GEMM_4X4(, AQ(gemm), AQ(tile4x4_st), AQ(gemv_sd))
+#else
 KZ_TILE_GEMM_4X4(, AQ(gemm), AQ(tile4x4_st), AQ(gemv))
+#endif
 
 float AQ_EXPORT(dot_q8_0)(const void *w, const void *a, int64_t n) { return AQ(dot1)(0, n / 32, w, a); }
 float AQ_EXPORT(dot_q4_0)(const void *w, const void *a, int64_t n) { return AQ(dot1)(1, n / 32, w, a); }

@@ -14,9 +14,10 @@
 #endif
 
 /* ======== Q8_0 / Q4_0 ======== */
-/* AArch64 SMMLA (FEAT_I8MM) GEMM for Q8_0 / Q4_0 x Q8_0: 4 weight rows x 4 tokens per register
+/* AArch64 SMMLA (FEAT_I8MM) GEMM for Q4_0 x Q8_0 rows: 4 weight rows x 4 tokens per register
  * tile, as four 2x2 SMMLA sub-tiles (each vmmlaq_s32 is a 2x8 by 8x2 int8 product, 32 MACs).
- * Decode (1 token) and token leftovers go to the SDOT kernels.
+ * Decode (1 token) and token leftovers go to the SDOT kernels. Q8_0 has its own prefill below
+ * (q8i_prefill: activation records, 4 rows x 16 tokens).
  *
  * Exactness: each 2x2 result lane is the exact integer block dot of one (row, token) pair;
  * the float part is the scalar reference's, lane by lane (no FMA), so results are bit-identical
@@ -102,13 +103,227 @@ KZ_INL void gemm_i8mm(const int q4, int64_t n, const uint8_t *w, size_t ws, int6
     }
 }
 
-void kz_i8mm_gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt,
-                       float *y, int64_t ldy) {
-    gemm_i8mm(0, n, w, ws, nr, a, as, nt, y, ldy);
-}
 void kz_i8mm_gemm_q4_0(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt,
                        float *y, int64_t ldy) {
     gemm_i8mm(1, n, w, ws, nr, a, as, nt, y, ldy);
+}
+
+/* Q8_0 x Q8_0, 2+ tokens: register tile 4 rows x 16 tokens (2 row pairs x 8 token pairs of 2x2
+ * SMMLA results, 16 accumulators), rows read in place. Each block's 4 weight rows are loaded
+ * (with their fp16 scales: one post-indexed lane load and one 32-byte LD1 per row) and zipped
+ * into SMMLA operands once per tile, for all 8 token pairs. Activations are rearranged once per
+ * call and chunk of blocks into per-(block, token pair) records holding the four SMMLA operands
+ * and the scales, so a token pair costs 2 loads, 8 SMMLA and the float step per block (18
+ * instructions). Leftover pairs (and thin batches of 2-4 tokens) take tiles of 4, 2, 1 pairs;
+ * decode (1 token) goes to the SDOT GEMV.
+ * Exactness as above: exact int32 block dots, then the reference's acc = acc + (float)sumi *
+ * (d_w * d_a) per lane, blocks in order, no FMA; partial sums go through y between block chunks
+ * (exact), so every output equals the scalar vec_dot bit for bit. */
+#define Q8I_TP 8  /* token pairs per tile (16 tokens) */
+#define Q8I_CH 64 /* blocks per chunk: 64 x 8 records of 112 bytes (56 KiB) on the stack */
+
+/* one token pair x one block: x[16 c ..] = tokens (t, t+1) x elements 8c..8c+7; zero = the
+ * accumulators' start (loaded with x by one LD1: cheaper than zeroing two registers), written
+ * once per call; da = the tokens' scales as (t, t+1, t, t+1), the lane order of an SMMLA result */
+typedef struct {
+    int32_t zero[2][4];
+    int8_t x[64];
+    float da[4];
+} q8i_rec;
+
+/* records of token pairs [0, ntp) of the tokens at a (stride as; the last pair repeats token
+ * nt - 1 where nt is odd), blocks [b0, b0 + nbc), at rec[b * Q8I_TP + tp]; zero is not touched */
+static void q8i_prep(const uint8_t *a, size_t as, int nt, int ntp, int64_t b0, int nbc, q8i_rec *rec) {
+    for (int tp = 0; tp < ntp; tp++) {
+        const uint8_t *a0 = a + (size_t)(2 * tp) * as + (size_t)b0 * 34;
+        const uint8_t *a1 = a + (size_t)(2 * tp + 1 < nt ? 2 * tp + 1 : nt - 1) * as + (size_t)b0 * 34;
+        q8i_rec *r = rec + tp;
+        for (int b = 0; b < nbc; b++, a0 += 34, a1 += 34, r += Q8I_TP) {
+            const int64x2_t l0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 2)), h0 = vreinterpretq_s64_u8(vld1q_u8(a0 + 18));
+            const int64x2_t l1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 2)), h1 = vreinterpretq_s64_u8(vld1q_u8(a1 + 18));
+            vst1q_s8(r->x, vreinterpretq_s8_s64(vzip1q_s64(l0, l1)));
+            vst1q_s8(r->x + 16, vreinterpretq_s8_s64(vzip2q_s64(l0, l1)));
+            vst1q_s8(r->x + 32, vreinterpretq_s8_s64(vzip1q_s64(h0, h1)));
+            vst1q_s8(r->x + 48, vreinterpretq_s8_s64(vzip2q_s64(h0, h1)));
+            /* fp16 -> f32 is exact, as the reference's conversion */
+            const uint32_t h2 = (uint32_t)ld16(a0) | (uint32_t)ld16(a1) << 16;
+            vst1q_f32(r->da, vcvt_f32_f16(vreinterpret_f16_u32(vdup_n_u32(h2))));
+        }
+    }
+}
+
+/* The tiles, in GCC inline asm (the intrinsics cost more: GCC 12 adds an ADD per load, register
+ * copies, spills): 4 rows (w[r]: row r at the chunk's first block) x N token pairs (records
+ * rec[b * Q8I_TP + tp]) over nbc blocks; yp[2 tp] + r0, yp[2 tp + 1] + r0: the pair's outputs of
+ * row 0 (partial sums read first when resume); the second token of the last pair is written
+ * only when wr_last (else it is padding: yp repeats the first).
+ * Per block: 8 loads (per row a lane load of d and an LD1 of the 32 int8, both post-indexed, so
+ * the row pointers walk the blocks), 8 ZIP to operands, FCVTL and 2 ZIP for the scales; per
+ * token pair 2 loads, 8 SMMLA, 8 float instructions. Registers: v16..v31 the accumulators (v16
+ * + 2 tp: rows 0,1, v17 + 2 tp: rows 2,3 of pair tp), v6..v9 / v10..v13 the row pairs' operands
+ * of elements 0..7, 8..15, 16..23, 24..31, v14 / v15 the row pairs' scales (r0 r0 r1 r1 / r2 r2
+ * r3 r3), v0..v5 scratch (v4: the 4 fp16 d). */
+#define Q8I_S(x) #x
+/* accumulators A (rows 0,1) and B (rows 2,3) of the pair whose output pointers are at yp + OFF */
+#define Q8I_RESUME(OFF, A, B)                                                                      \
+    "ldp %[t0], %[t1], [%[yp], #" Q8I_S(OFF) "]\n\t"                                               \
+    "ldr q0, [%[t0], %[yo]]\n\t"                                                                   \
+    "ldr q1, [%[t1], %[yo]]\n\t"                                                                   \
+    "zip1 " #A ".4s, v0.4s, v1.4s\n\t"                                                             \
+    "zip2 " #B ".4s, v0.4s, v1.4s\n\t"
+#define Q8I_ZERO(A, B) "movi " #A ".4s, #0\n\tmovi " #B ".4s, #0\n\t"
+/* one token pair's record: v0 / v1 = its zeros (the int32 accumulators), v2..v4 = x, v5 = da */
+#define Q8I_PAIR(A, B)                                                                             \
+    "ld1 {v0.16b, v1.16b, v2.16b}, [%[rec]], #48\n\t"                                              \
+    "smmla v0.4s, v6.16b, v2.16b\n\t"                                                              \
+    "smmla v1.4s, v10.16b, v2.16b\n\t"                                                             \
+    "ld1 {v2.16b, v3.16b, v4.16b, v5.16b}, [%[rec]], #64\n\t"                                      \
+    "smmla v0.4s, v7.16b, v2.16b\n\t"                                                              \
+    "smmla v1.4s, v11.16b, v2.16b\n\t"                                                             \
+    "smmla v0.4s, v8.16b, v3.16b\n\t"                                                              \
+    "smmla v1.4s, v12.16b, v3.16b\n\t"                                                             \
+    "smmla v0.4s, v9.16b, v4.16b\n\t"                                                              \
+    "smmla v1.4s, v13.16b, v4.16b\n\t"                                                             \
+    "scvtf v0.4s, v0.4s\n\t"                                                                       \
+    "scvtf v1.4s, v1.4s\n\t"                                                                       \
+    "fmul v2.4s, v14.4s, v5.4s\n\t"                                                                \
+    "fmul v3.4s, v15.4s, v5.4s\n\t"                                                                \
+    "fmul v0.4s, v0.4s, v2.4s\n\t"                                                                 \
+    "fmul v1.4s, v1.4s, v3.4s\n\t"                                                                 \
+    "fadd " #A ".4s, " #A ".4s, v0.4s\n\t"                                                         \
+    "fadd " #B ".4s, " #B ".4s, v1.4s\n\t"
+/* the pair's rows 0..3 of its first token stored (q0), of its second in q1 */
+#define Q8I_STORE(OFF, A, B)                                                                       \
+    "ldp %[t0], %[t1], [%[yp], #" Q8I_S(OFF) "]\n\t"                                               \
+    "uzp1 v0.4s, " #A ".4s, " #B ".4s\n\t"                                                         \
+    "uzp2 v1.4s, " #A ".4s, " #B ".4s\n\t"                                                         \
+    "str q0, [%[t0], %[yo]]\n\t"
+#define Q8I_STORE2(OFF, A, B) Q8I_STORE(OFF, A, B) "str q1, [%[t1], %[yo]]\n\t"
+/* rows WA, WB of a block: d into lanes LA, LB of v4, elements (0..15 | 16..31) into v0, v1 /
+ * v2, v3, zipped by dwords into the row pair's operands O0..O3 */
+#define Q8I_ROWS(WA, WB, LA, LB, O0, O1, O2, O3)                                                   \
+    "ld1 {v4.h}[" #LA "], [%[" #WA "]], #2\n\t"                                                    \
+    "ld1 {v0.16b, v1.16b}, [%[" #WA "]], #32\n\t"                                                  \
+    "ld1 {v4.h}[" #LB "], [%[" #WB "]], #2\n\t"                                                    \
+    "ld1 {v2.16b, v3.16b}, [%[" #WB "]], #32\n\t"                                                  \
+    "zip1 " #O0 ".2d, v0.2d, v2.2d\n\t"                                                            \
+    "zip2 " #O1 ".2d, v0.2d, v2.2d\n\t"                                                            \
+    "zip1 " #O2 ".2d, v1.2d, v3.2d\n\t"                                                            \
+    "zip2 " #O3 ".2d, v1.2d, v3.2d\n\t"
+#define Q8I_WEIGHTS                                                                                \
+    Q8I_ROWS(w0, w1, 0, 1, v6, v7, v8, v9)                                                         \
+    Q8I_ROWS(w2, w3, 2, 3, v10, v11, v12, v13)                                                     \
+    "fcvtl v4.4s, v4.4h\n\t"                                                                       \
+    "zip1 v14.4s, v4.4s, v4.4s\n\t"                                                                \
+    "zip2 v15.4s, v4.4s, v4.4s\n\t"
+/* per pair count N: resume, zero, one block's pairs (then the records of the pairs not in the
+ * tile skipped), the stores but the last pair's second token */
+#define Q8I_RES1 Q8I_RESUME(0, v16, v17)
+#define Q8I_RES2 Q8I_RES1 Q8I_RESUME(16, v18, v19)
+#define Q8I_RES4 Q8I_RES2 Q8I_RESUME(32, v20, v21) Q8I_RESUME(48, v22, v23)
+#define Q8I_RES8 Q8I_RES4 Q8I_RESUME(64, v24, v25) Q8I_RESUME(80, v26, v27) Q8I_RESUME(96, v28, v29) Q8I_RESUME(112, v30, v31)
+#define Q8I_ZER1 Q8I_ZERO(v16, v17)
+#define Q8I_ZER2 Q8I_ZER1 Q8I_ZERO(v18, v19)
+#define Q8I_ZER4 Q8I_ZER2 Q8I_ZERO(v20, v21) Q8I_ZERO(v22, v23)
+#define Q8I_ZER8 Q8I_ZER4 Q8I_ZERO(v24, v25) Q8I_ZERO(v26, v27) Q8I_ZERO(v28, v29) Q8I_ZERO(v30, v31)
+#define Q8I_PAI1 Q8I_PAIR(v16, v17) "add %[rec], %[rec], #784\n\t"
+#define Q8I_PAI2 Q8I_PAIR(v16, v17) Q8I_PAIR(v18, v19) "add %[rec], %[rec], #672\n\t"
+#define Q8I_PAI4 Q8I_PAIR(v16, v17) Q8I_PAIR(v18, v19) Q8I_PAIR(v20, v21) Q8I_PAIR(v22, v23) "add %[rec], %[rec], #448\n\t"
+#define Q8I_PAI8                                                                                   \
+    Q8I_PAIR(v16, v17) Q8I_PAIR(v18, v19) Q8I_PAIR(v20, v21) Q8I_PAIR(v22, v23)                    \
+    Q8I_PAIR(v24, v25) Q8I_PAIR(v26, v27) Q8I_PAIR(v28, v29) Q8I_PAIR(v30, v31)
+#define Q8I_STO1 Q8I_STORE(0, v16, v17)
+#define Q8I_STO2 Q8I_STORE2(0, v16, v17) Q8I_STORE(16, v18, v19)
+#define Q8I_STO4 Q8I_STORE2(0, v16, v17) Q8I_STORE2(16, v18, v19) Q8I_STORE2(32, v20, v21) Q8I_STORE(48, v22, v23)
+#define Q8I_STO8                                                                                   \
+    Q8I_STORE2(0, v16, v17) Q8I_STORE2(16, v18, v19) Q8I_STORE2(32, v20, v21) Q8I_STORE2(48, v22, v23) \
+    Q8I_STORE2(64, v24, v25) Q8I_STORE2(80, v26, v27) Q8I_STORE2(96, v28, v29) Q8I_STORE(112, v30, v31)
+_Static_assert(sizeof(q8i_rec) == 112 && Q8I_TP == 8, "the record skips of Q8I_PAI1..4 and the asm offsets");
+
+#define Q8I_TILE(N)                                                                                         \
+    static __attribute__((noinline)) void q8i_tile##N(int nbc, const uint8_t *const w[4], const q8i_rec *rec, \
+                                                       float *const *yp, int64_t r0, int wr_last, int resume) { \
+        const int64_t yo = r0 * (int64_t)sizeof(float);                                                     \
+        const uint8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];                                       \
+        uint64_t t0, t1;                                                                                    \
+        __asm__ volatile("cbz %w[resume], 1f\n\t" Q8I_RES##N "b 2f\n"                                       \
+                         "1:\n\t" Q8I_ZER##N "2:\n\t"                                                       \
+                         "cmp %w[nbc], #0\n\t"                                                              \
+                         "b.le 4f\n"                                                                        \
+                         "tbz %w[nbc], #0, 3f\n\t" /* an odd count enters at the second copy */             \
+                         "add %w[nbc], %w[nbc], #1\n\t"                                                     \
+                         "b 6f\n"                                                                           \
+                         "3:\n\t" Q8I_WEIGHTS Q8I_PAI##N "6:\n\t" Q8I_WEIGHTS Q8I_PAI##N                    \
+                         "subs %w[nbc], %w[nbc], #2\n\t"                                                    \
+                         "b.ne 3b\n"                                                                        \
+                         "4:\n\t" Q8I_STO##N "cbz %w[wr], 5f\n\t"                                           \
+                         "str q1, [%[t1], %[yo]]\n"                                                         \
+                         "5:\n\t"                                                                           \
+                         : [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), [rec] "+r"(rec),     \
+                           [nbc] "+r"(nbc), [t0] "=&r"(t0), [t1] "=&r"(t1)                                  \
+                         : [yp] "r"(yp), [yo] "r"(yo), [resume] "r"(resume), [wr] "r"(wr_last)              \
+                         : "cc", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", \
+                           "v11", "v12", "v13", "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", \
+                           "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31");                  \
+    }
+Q8I_TILE(8)
+Q8I_TILE(4)
+Q8I_TILE(2)
+Q8I_TILE(1)
+
+/* n_tok >= 2: per group of up to 16 tokens and chunk of Q8I_CH blocks, the records, then every
+ * 4-row quad x (8, 4, 2, 1)-pair tiles; a last quad of 1..3 rows repeats its last row and writes
+ * to part (its partial sums stay there between chunks), copied out after the last chunk */
+static void q8i_prefill(int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as, int64_t nt,
+                        float *y, int64_t ldy) {
+    const int64_t nb = n / 32, nq = (nr + 3) / 4;
+    const int nv = (int)(nr - 4 * (nq - 1)); /* rows of the last quad */
+    q8i_rec rec[Q8I_CH * Q8I_TP];
+    const int nrec = (nb < Q8I_CH ? (int)nb : Q8I_CH) * Q8I_TP;
+    for (int i = 0; i < nrec; i++) {
+        vst1q_s32(rec[i].zero[0], vdupq_n_s32(0));
+        vst1q_s32(rec[i].zero[1], vdupq_n_s32(0));
+    }
+    for (int64_t tg = 0; tg < nt; tg += 2 * Q8I_TP) {
+        const int ntg = nt - tg < 2 * Q8I_TP ? (int)(nt - tg) : 2 * Q8I_TP, ntp = (ntg + 1) / 2;
+        float part[2 * Q8I_TP][4];
+        float *yp[2 * Q8I_TP], *yq[2 * Q8I_TP];
+        for (int t = 0; t < 2 * ntp; t++) {
+            const int tt = t < ntg ? t : ntg - 1;
+            yp[t] = y + (tg + tt) * ldy;
+            yq[t] = part[tt];
+        }
+        for (int64_t b0 = 0; b0 < nb; b0 += Q8I_CH) {
+            const int nbc = nb - b0 < Q8I_CH ? (int)(nb - b0) : Q8I_CH;
+            q8i_prep(a + (size_t)tg * as, as, ntg, ntp, b0, nbc, rec);
+            for (int64_t q = 0; q < nq; q++) {
+                const int full = q < nq - 1 || nv == 4;
+                const uint8_t *wq[4];
+                for (int r = 0; r < 4; r++)
+                    wq[r] = w + (size_t)(4 * q + (full || r < nv ? r : nv - 1)) * ws + (size_t)b0 * 34;
+                float *const *yt = full ? yp : yq;
+                const int64_t ro = full ? 4 * q : 0;
+                for (int tp0 = 0; tp0 < ntp;) {
+                    const int k = ntp - tp0 >= 8 ? 8 : ntp - tp0 >= 4 ? 4 : ntp - tp0 >= 2 ? 2 : 1;
+                    const int wr_last = 2 * (tp0 + k) <= ntg; /* the tile's last pair has a real second token */
+                    if (k == 8) q8i_tile8(nbc, wq, rec + tp0, yt + 2 * tp0, ro, wr_last, b0 > 0);
+                    else if (k == 4) q8i_tile4(nbc, wq, rec + tp0, yt + 2 * tp0, ro, wr_last, b0 > 0);
+                    else if (k == 2) q8i_tile2(nbc, wq, rec + tp0, yt + 2 * tp0, ro, wr_last, b0 > 0);
+                    else q8i_tile1(nbc, wq, rec + tp0, yt + 2 * tp0, ro, wr_last, b0 > 0);
+                    tp0 += k;
+                }
+            }
+        }
+        if (nv < 4)
+            for (int t = 0; t < ntg; t++)
+                for (int r = 0; r < nv; r++) y[(tg + t) * ldy + 4 * (nq - 1) + r] = part[t][r];
+    }
+}
+
+void kz_i8mm_gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt,
+                       float *y, int64_t ldy) {
+    if (nt >= 2 && nr > 0 && n >= 32) q8i_prefill(n, w, ws, nr, a, as, nt, y, ldy);
+    else kz_dotprod_gemm_q8_0(n, w, ws, nr, a, as, nt, y, ldy); /* decode: the 8-row SDOT GEMV */
 }
 
 /* ======== Q4_1 / Q5_0 / Q5_1 / IQ4_NL ======== */
