@@ -139,9 +139,14 @@ static void test_roundtrip(void) {
 
 /* ---- every level's vec_dot and gemm vs scalar, bit for bit ---- */
 static void test_levels(void) {
-    static const int KS[] = { 1, 3, 5, 7, 31, 33, 67 };
-    static const int ROWS[] = { 1, 3, 7, 9, 17 };
-    static const int TOKS[] = { 1, 2, 3, 4, 5, 9 };
+    /* blocks per row; the first four (KZ_TEST_SMALL) include one past the i8mm prefill's
+     * 64-block activation chunk (partial sums carried through y), 131 two */
+    static const int KS[] = { 1, 3, 5, 67, 7, 33, 131 };
+    /* around the one-token 12/8/4-row groups (29 = 12 + 12 + 4 + 1) and the prefill register
+     * tiles (4 rows x 2..8 tokens): full tiles, and every kind of leftover row / token */
+    static const int ROWS[] = { 1, 3, 4, 7, 8, 9, 12, 13, 17, 20, 29 };
+    static const int TOKS[] = { 1, 2, 3, 4, 5, 8, 9, 13, 16, 17 };
+    enum { NR = 29, NTK = 17, NROWS = sizeof ROWS / sizeof ROWS[0], NTOKS = sizeof TOKS / sizeof TOKS[0] };
     const int nks = small ? 4 : 7;
     unsigned long long s = 777;
     int levels_seen = 0;
@@ -158,7 +163,7 @@ static void test_levels(void) {
             for (int ki = 0; ki < nks; ki++) {
                 const int64_t n = 32 * KS[ki];
                 const size_t wrb = (size_t)(n / 32) * sc->bytes, arb = (size_t)(n / 32) * act->bytes;
-                const int nr = 17, ntk = 9;
+                const int nr = NR, ntk = NTK;
                 uint8_t *w = malloc(wrb * nr), *a = malloc(arb * ntk);
                 float *xf = malloc(sizeof(float) * n);
                 for (int mode = 0; mode < 2; mode++) {
@@ -179,7 +184,7 @@ static void test_levels(void) {
                             raw_arow(sc->act_type, a + k * arb, n, &s);
                         }
                     }
-                    float ref[17 * 9];
+                    float ref[NR * NTK];
                     for (int r = 0; r < nr; r++)
                         for (int k = 0; k < ntk; k++) {
                             ref[k * nr + r] = sc->vec_dot(w + r * wrb, a + k * arb, n);
@@ -187,12 +192,12 @@ static void test_levels(void) {
                             if (memcmp(&v, &ref[k * nr + r], 4)) dot_bad++;
                             if (ref[k * nr + r] != 0.0f) nonzero++;
                         }
-                    for (int ri = 0; ri < 5; ri++)
-                        for (int tki = 0; tki < 6; tki++) {
+                    for (int ri = 0; ri < NROWS; ri++)
+                        for (int tki = 0; tki < NTOKS; tki++) {
                             const int rr = ROWS[ri], tt = TOKS[tki];
                             const int64_t ldy = rr + 2;
-                            float y[(17 + 2) * 9];
-                            for (int i = 0; i < (17 + 2) * 9; i++) y[i] = -777.0f;
+                            float y[(NR + 2) * NTK];
+                            for (int i = 0; i < (NR + 2) * NTK; i++) y[i] = -777.0f;
                             lv->gemm(n, w, wrb, rr, a, arb, tt, y, ldy);
                             for (int k = 0; k < tt; k++) {
                                 for (int r = 0; r < rr; r++)

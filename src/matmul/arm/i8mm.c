@@ -327,59 +327,222 @@ void kz_i8mm_gemm_q8_0(int64_t n, const void *w, size_t ws, int64_t nr, const vo
 }
 
 /* ======== Q4_1 / Q5_0 / Q5_1 / IQ4_NL ======== */
-/* AArch64 SMMLA (FEAT_I8MM) gemm for Q4_1 / Q5_0 / Q5_1 / IQ4_NL: tiles of 2 weight rows x 2
- * tokens, 4 SMMLA per 32-element block give the four exact int32 block dots at once; each
- * (row, token) then takes the scalar reference's float step (arm/b32_legacy_tmpl.h), so every
- * element equals the dotprod / scalar vec_dot bit for bit. Odd rows / tokens use the dotprod
- * decode + dot. */
+/* AArch64 SMMLA (FEAT_I8MM) gemm for Q4_1 / Q5_0 / Q5_1 / IQ4_NL: register tiles of 4 weight
+ * rows x up to 8 tokens. Per block each weight row is decoded once (arm/b32_legacy_tmpl.h) and
+ * each token's activations loaded once for the whole tile; an SMMLA sub-tile (2 rows x 2
+ * tokens, lanes r0t0 r0t1 r1t0 r1t1) holds four exact int32 block dots, and the scalar
+ * reference's float step runs on those four lanes at once with lane-built scales (no FMA):
+ *   c = c + (float)sumi * (d_w * d_a)    [Q4_1 / Q5_1: c = c + ((float)sumi * (d_w * d_a) + m_w * s_a)]
+ * so every element equals the scalar vec_dot bit for bit. Leftover rows / tokens of a tile are
+ * copies of the last real one (computed, not stored); one token goes to the 8-row SDOT GEMV. */
 #define LA(name) legacy_##name##_i8mm
 #define LA_SDOT 1
 #define LA_NO_EXPORT 1
 #include "matmul/arm/b32_legacy_tmpl.h"
 
-/* the 8-element chunk c (0..3) of two decoded blocks as one 2x8 SMMLA operand */
-static inline int8x16_t pair8(LA(wblk) a, LA(wblk) b, int c) {
-    const int8x16_t x = c < 2 ? a.lo : a.hi, y = c < 2 ? b.lo : b.hi;
-    const int64x2_t xs = vreinterpretq_s64_s8(x), ys = vreinterpretq_s64_s8(y);
-    return vreinterpretq_s8_s64((c & 1) ? vzip2q_s64(xs, ys) : vzip1q_s64(xs, ys));
+/* a block pair as SMMLA operands: m[j] = (x k 8j..8j+7 | y k 8j..8j+7) */
+typedef struct {
+    int8x16_t m[4];
+} lg_mm;
+
+KZ_INL lg_mm lg_zip(int8x16_t xlo, int8x16_t xhi, int8x16_t ylo, int8x16_t yhi) {
+    const int64x2_t xl = vreinterpretq_s64_s8(xlo), xh = vreinterpretq_s64_s8(xhi);
+    const int64x2_t yl = vreinterpretq_s64_s8(ylo), yh = vreinterpretq_s64_s8(yhi);
+    lg_mm p;
+    p.m[0] = vreinterpretq_s8_s64(vzip1q_s64(xl, yl));
+    p.m[1] = vreinterpretq_s8_s64(vzip2q_s64(xl, yl));
+    p.m[2] = vreinterpretq_s8_s64(vzip1q_s64(xh, yh));
+    p.m[3] = vreinterpretq_s8_s64(vzip2q_s64(xh, yh));
+    return p;
 }
 
-static inline __attribute__((always_inline)) void gemm_smmla(const int ty, int64_t n, const uint8_t *w, size_t ws,
-                                                            int64_t nr, const uint8_t *a, size_t as, int64_t nt,
-                                                            float *y, int64_t ldy) {
-    const int64_t nb = n / 32, nr2 = nr - nr % 2, nt2 = nt - nt % 2;
-    for (int64_t r = 0; r < nr2; r += 2) {
-        const uint8_t *w0 = w + (size_t)r * ws, *w1 = w0 + ws;
-        for (int64_t t = 0; t < nt2; t += 2) {
-            const uint8_t *a0 = a + (size_t)t * as, *a1 = a0 + as;
-            float s00 = 0.0f, s01 = 0.0f, s10 = 0.0f, s11 = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                const size_t ow = (size_t)b * LT_WB(ty), oa = (size_t)b * LT_AB(ty);
-                const LA(wblk) d0 = LA(decode)(ty, w0 + ow), d1 = LA(decode)(ty, w1 + ow);
-                const int8_t *q0 = (const int8_t *)(a0 + oa + LT_AQ(ty)), *q1 = (const int8_t *)(a1 + oa + LT_AQ(ty));
-                int32x4_t acc = vdupq_n_s32(0); /* lanes: r0t0, r0t1, r1t0, r1t1 */
-                for (int c = 0; c < 4; c++)
-                    acc = vmmlaq_s32(acc, pair8(d0, d1, c), vcombine_s8(vld1_s8(q0 + 8 * c), vld1_s8(q1 + 8 * c)));
-                s00 = LA(step)(ty, s00, vgetq_lane_s32(acc, 0), w0 + ow, a0 + oa);
-                s01 = LA(step)(ty, s01, vgetq_lane_s32(acc, 1), w0 + ow, a1 + oa);
-                s10 = LA(step)(ty, s10, vgetq_lane_s32(acc, 2), w1 + ow, a0 + oa);
-                s11 = LA(step)(ty, s11, vgetq_lane_s32(acc, 3), w1 + ow, a1 + oa);
-            }
-            y[t * ldy + r] = s00;
-            y[(t + 1) * ldy + r] = s01;
-            y[t * ldy + r + 1] = s10;
-            y[(t + 1) * ldy + r + 1] = s11;
+KZ_INL int32x4_t lg_mmla(lg_mm w, lg_mm a) {
+    int32x4_t s = vmmlaq_s32(vdupq_n_s32(0), w.m[0], a.m[0]);
+    s = vmmlaq_s32(s, w.m[1], a.m[1]);
+    s = vmmlaq_s32(s, w.m[2], a.m[2]);
+    return vmmlaq_s32(s, w.m[3], a.m[3]);
+}
+
+/* [x_i x_i x_i+1 x_i+1] / [x_i x_i+1 x_i x_i+1] of the 4-lane v, i even: the row / token scale
+ * lanes of a sub-tile */
+KZ_INL float32x4_t lg_rows2(float32x4_t v, int hi) { return hi ? vzip2q_f32(v, v) : vzip1q_f32(v, v); }
+KZ_INL float32x4_t lg_toks2(float32x4_t v, int hi) {
+    return vreinterpretq_f32_f64(hi ? vdupq_laneq_f64(vreinterpretq_f64_f32(v), 1)
+                                    : vdupq_laneq_f64(vreinterpretq_f64_f32(v), 0));
+}
+
+/* fp16 lanes of u32 (d, m) / (d, s) pairs: the low halves (d) or the high halves, as floats */
+KZ_INL float32x4_t lg_lo16(uint32x4_t v) { return vcvt_f32_f16(vreinterpret_f16_u16(vmovn_u32(v))); }
+KZ_INL float32x4_t lg_hi16(uint32x4_t v) { return vcvt_f32_f16(vreinterpret_f16_u16(vshrn_n_u32(v, 16))); }
+
+/* The activations of up to 8 tokens x LG_CH blocks, made once per kernel call and token group
+ * and read by every 4-row tile: x[b][p] = tokens 2p, 2p+1 of block b as SMMLA operands (two
+ * LDP), their d (and Q8_1 s) as floats in sub-tile lanes (t, t+1, t, t+1). 24 KiB of stack. */
+#define LG_CH 64
+typedef struct {
+    int8_t x[LG_CH][4][64];
+    float da[LG_CH][4][4], sa[LG_CH][4][4];
+} lg_acts;
+
+/* tokens [0, tv) of a (2 tp >= tv; an odd last token is paired with itself), blocks b0.. */
+static void lg_prep(const int ty, const uint8_t *a, size_t as, int tv, int tp, int64_t b0, int nbc, lg_acts *A) {
+    for (int p = 0; p < tp; p++) {
+        const uint8_t *a0 = a + (size_t)(2 * p) * as + (size_t)b0 * LT_AB(ty);
+        const uint8_t *a1 = a + (size_t)(2 * p + 1 < tv ? 2 * p + 1 : tv - 1) * as + (size_t)b0 * LT_AB(ty);
+        for (int b = 0; b < nbc; b++, a0 += LT_AB(ty), a1 += LT_AB(ty)) {
+            const int8_t *q0 = (const int8_t *)(a0 + LT_AQ(ty)), *q1 = (const int8_t *)(a1 + LT_AQ(ty));
+            const lg_mm m = lg_zip(vld1q_s8(q0), vld1q_s8(q0 + 16), vld1q_s8(q1), vld1q_s8(q1 + 16));
+            for (int c = 0; c < 4; c++) vst1q_s8(A->x[b][p] + 16 * c, m.m[c]);
+            /* (d0, s0, d1, s1) by exact FCVTL (for Q8_0 the "s" halves are code bytes, unused) */
+            uint32_t h[2];
+            memcpy(&h[0], a0, 4);
+            memcpy(&h[1], a1, 4);
+            const float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u32(vld1_u32(h)));
+            const float32x4_t d = vuzp1q_f32(f, f), s = vuzp2q_f32(f, f);
+            vst1q_f32(A->da[b][p], d);
+            if (LT_MIN(ty)) vst1q_f32(A->sa[b][p], s);
         }
     }
-    /* leftovers: the last row (all tokens) and the last token (even rows) */
-    if (nr2 < nr) LA(gemm)(ty, n, w + (size_t)nr2 * ws, ws, 1, a, as, nt, y + nr2, ldy);
-    if (nt2 < nt && nr2 > 0) LA(gemm)(ty, n, w, ws, nr2, a + (size_t)nt2 * as, as, 1, y + nt2 * ldy, ldy);
+}
+
+/* 4 rows (w[r], read in place from the chunk's first block) x 2*TP tokens of A; c[2 * p + h]:
+ * rows 2h, 2h+1 x tokens 2p, 2p+1, carried in and out (partial sums between chunks). Row
+ * pointers step through the blocks by post-incremented lane loads of their scales; the codes
+ * are then read behind them. */
+KZ_INL void lg_tile(const int ty, const int TP, int64_t nb, const uint8_t *const w[4], const lg_acts *A,
+                    float32x4_t c[8]) {
+    const uint8_t *wp[4];
+    KZ_UNROLL(4)
+    for (int r = 0; r < 4; r++) wp[r] = w[r];
+    float32x4_t acc[8]; /* in registers */
+    KZ_UNROLL(8)
+    for (int i = 0; i < 2 * TP; i++) acc[i] = c[i];
+    const int8_t *xb = A->x[0][0];
+    const float *db = A->da[0][0], *sb = A->sa[0][0];
+    for (int64_t b = 0; b < nb; b++, xb += sizeof A->x[0], db += 16, sb += 16) {
+        uint16x8_t hw;
+        uint32x4_t mw4;
+        KZ_UNROLL(4)
+        for (int r = 0; r < 4; r++) {
+            if (LT_MIN(ty) && r == 0) LA_LD0_S(mw4, wp[r], LT_WB(ty));
+            else if (LT_MIN(ty)) LA_LD_S(mw4, wp[r], r, LT_WB(ty));
+            else if (r == 0) LA_LD0_H(hw, wp[r], LT_WB(ty));
+            else LA_LD_H(hw, wp[r], r, LT_WB(ty));
+        }
+        const LA(wblk) d0 = LA(decode)(ty, wp[0] - LT_WB(ty)), d1 = LA(decode)(ty, wp[1] - LT_WB(ty));
+        const LA(wblk) d2 = LA(decode)(ty, wp[2] - LT_WB(ty)), d3 = LA(decode)(ty, wp[3] - LT_WB(ty));
+        const lg_mm w01 = lg_zip(d0.lo, d0.hi, d1.lo, d1.hi), w23 = lg_zip(d2.lo, d2.hi, d3.lo, d3.hi);
+        const float32x4_t dw = LT_MIN(ty) ? lg_lo16(mw4) : vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(hw)));
+        const float32x4_t mw = LT_MIN(ty) ? lg_hi16(mw4) : dw;
+        KZ_UNROLL(4)
+        for (int p = 0; p < TP; p++) {
+            lg_mm x;
+            KZ_UNROLL(4)
+            for (int k = 0; k < 4; k++) x.m[k] = vld1q_s8(xb + 64 * p + 16 * k);
+            const float32x4_t dt = vld1q_f32(db + 4 * p);
+            KZ_UNROLL(2)
+            for (int h = 0; h < 2; h++) {
+                const float32x4_t f = vmulq_f32(vcvtq_f32_s32(lg_mmla(h ? w23 : w01, x)), vmulq_f32(lg_rows2(dw, h), dt));
+                acc[2 * p + h] = LT_MIN(ty) ? vaddq_f32(acc[2 * p + h], vaddq_f32(f, vmulq_f32(lg_rows2(mw, h), vld1q_f32(sb + 4 * p))))
+                                            : vaddq_f32(acc[2 * p + h], f);
+            }
+        }
+    }
+    KZ_UNROLL(8)
+    for (int i = 0; i < 2 * TP; i++) c[i] = acc[i];
+}
+
+/* without GCC's first scheduling pass: it hoists every load and SMMLA and spills accumulators */
+#if defined(__clang__)
+#define LG_NOSCHED
+#else
+#define LG_NOSCHED __attribute__((optimize("no-schedule-insns")))
+#endif
+#define LG_TILE_DEF(ty, TP)                                                                                      \
+    static __attribute__((noinline)) LG_NOSCHED void lg_tile_##ty##_##TP(int64_t nb, const uint8_t *const w[4],  \
+                                                                         const lg_acts *A, float32x4_t c[8]) {   \
+        lg_tile(ty, TP, nb, w, A, c);                                                                            \
+    }
+#define LG_TILES(ty) LG_TILE_DEF(ty, 1) LG_TILE_DEF(ty, 2) LG_TILE_DEF(ty, 3) LG_TILE_DEF(ty, 4)
+LG_TILES(0)
+LG_TILES(1)
+LG_TILES(2)
+LG_TILES(3)
+#undef LG_TILES
+#undef LG_TILE_DEF
+#undef LG_NOSCHED
+
+typedef void (*lg_tile_fn)(int64_t, const uint8_t *const[4], const lg_acts *, float32x4_t[8]);
+static const lg_tile_fn lg_tiles[4][4] = {
+    { lg_tile_0_1, lg_tile_0_2, lg_tile_0_3, lg_tile_0_4 },
+    { lg_tile_1_1, lg_tile_1_2, lg_tile_1_3, lg_tile_1_4 },
+    { lg_tile_2_1, lg_tile_2_2, lg_tile_2_3, lg_tile_2_4 },
+    { lg_tile_3_1, lg_tile_3_2, lg_tile_3_3, lg_tile_3_4 },
+};
+
+/* the tile's rows 0..nv-1 of token t (y points at token 0, row 0) <-> lanes */
+KZ_INL float32x4_t lg_yload(const float *y, int nv) {
+    if (nv == 4) return vld1q_f32(y);
+    float v[4] = { 0 };
+    for (int r = 0; r < nv; r++) v[r] = y[r];
+    return vld1q_f32(v);
+}
+KZ_INL void lg_ystore(float *y, int nv, float32x4_t v) {
+    if (nv == 4) {
+        vst1q_f32(y, v);
+        return;
+    }
+    float o[4];
+    vst1q_f32(o, v);
+    for (int r = 0; r < nv; r++) y[r] = o[r];
+}
+
+static void gemm_lg(const int ty, int64_t n, const uint8_t *w, size_t ws, int64_t nr, const uint8_t *a, size_t as,
+                    int64_t nt, float *y, int64_t ldy) {
+    if (nt == 1) { /* decode: the 12/8/4-row SDOT GEMV */
+        LA(gemm)(ty, n, w, ws, nr, a, as, nt, y, ldy);
+        return;
+    }
+    const int64_t nb = n / 32;
+    lg_acts A;
+    for (int64_t t0 = 0; t0 < nt; t0 += 8) {
+        const int tv = nt - t0 < 8 ? (int)(nt - t0) : 8, tp = (tv + 1) / 2;
+        const lg_tile_fn tile = lg_tiles[ty][tp - 1];
+        float *yg = y + t0 * ldy;
+        for (int64_t b0 = 0; b0 < nb; b0 += LG_CH) {
+            const int nbc = nb - b0 < LG_CH ? (int)(nb - b0) : LG_CH;
+            lg_prep(ty, a + (size_t)t0 * as, as, tv, tp, b0, nbc, &A);
+            for (int64_t r0 = 0; r0 < nr; r0 += 4) {
+                const int nv = nr - r0 < 4 ? (int)(nr - r0) : 4;
+                const uint8_t *wp[4];
+                for (int r = 0; r < 4; r++) wp[r] = w + (size_t)(r0 + (r < nv ? r : nv - 1)) * ws + (size_t)b0 * LT_WB(ty);
+                /* c[2p], c[2p + 1]: rows (0, 1), (2, 3) x tokens (2p, 2p + 1); token 2p + 1 is
+                 * token 2p again past tv */
+                float32x4_t c[8];
+                for (int p = 0; p < tp; p++) {
+                    if (b0 == 0) {
+                        c[2 * p] = c[2 * p + 1] = vdupq_n_f32(0.0f);
+                        continue;
+                    }
+                    const float32x4_t u = lg_yload(yg + (2 * p) * ldy + r0, nv);
+                    const float32x4_t v = 2 * p + 1 < tv ? lg_yload(yg + (2 * p + 1) * ldy + r0, nv) : u;
+                    c[2 * p] = vzip1q_f32(u, v);
+                    c[2 * p + 1] = vzip2q_f32(u, v);
+                }
+                tile(nbc, wp, &A, c);
+                for (int p = 0; p < tp; p++) {
+                    lg_ystore(yg + (2 * p) * ldy + r0, nv, vuzp1q_f32(c[2 * p], c[2 * p + 1]));
+                    if (2 * p + 1 < tv) lg_ystore(yg + (2 * p + 1) * ldy + r0, nv, vuzp2q_f32(c[2 * p], c[2 * p + 1]));
+                }
+            }
+        }
+    }
 }
 
 #define I8_DEF(t, ty)                                                                                         \
     void kz_i8mm_gemm_##t(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, \
                           float *y, int64_t ldy) {                                                           \
-        gemm_smmla(ty, n, w, ws, nr, a, as, nt, y, ldy);                                                      \
+        gemm_lg(ty, n, w, ws, nr, a, as, nt, y, ldy);                                                         \
     }
 I8_DEF(q4_1, 0)
 I8_DEF(q5_0, 1)
