@@ -98,8 +98,9 @@ static inline __attribute__((always_inline)) float LA(dot1)(const int ty, int64_
 #ifndef LA_LD_H
 /* lane l of v = the fp16 (LA_LD_H) or the fp16 pair (LA_LD_S) at p, then p += st: one LD1 with
  * a register post-increment (GCC has no addressing mode for a lane load; else one ADD per row).
- * The "m" operand names the bytes read, so no memory clobber pins other values to memory. */
-#if defined(__GNUC__)
+ * The "m" operand names the bytes read, so no memory clobber pins other values to memory.
+ * Clang checks "i" before unrolling makes the lane constant: the intrinsics there. */
+#if defined(__GNUC__) && !defined(__clang__)
 #define LA_LD_H(v, p, l, st)                                                                                   \
     __asm__("ld1 {%0.h}[%2], [%1], %3" : "+w"(v), "+r"(p) : "i"(l), "r"((int64_t)(st)), "m"(*(const uint16_t *)(p)))
 #define LA_LD_S(v, p, l, st)                                                                                   \
@@ -108,10 +109,33 @@ static inline __attribute__((always_inline)) float LA(dot1)(const int ty, int64_
 #define LA_LD0_H(v, p, st) __asm__("ldr %h0, [%1], %2" : "=w"(v), "+r"(p) : "i"(st), "m"(*(const uint16_t *)(p)))
 #define LA_LD0_S(v, p, st) __asm__("ldr %s0, [%1], %2" : "=w"(v), "+r"(p) : "i"(st), "m"(*(const uint32_t *)(p)))
 #else
+/* a switch, so that each lane index is a literal (folded once inlined and unrolled) */
+static inline __attribute__((always_inline)) uint16x8_t la_lane16(uint16x8_t v, const void *p, int l) {
+    const uint16_t *q = (const uint16_t *)p;
+    switch (l) {
+    case 0: return vld1q_lane_u16(q, v, 0);
+    case 1: return vld1q_lane_u16(q, v, 1);
+    case 2: return vld1q_lane_u16(q, v, 2);
+    case 3: return vld1q_lane_u16(q, v, 3);
+    case 4: return vld1q_lane_u16(q, v, 4);
+    case 5: return vld1q_lane_u16(q, v, 5);
+    case 6: return vld1q_lane_u16(q, v, 6);
+    default: return vld1q_lane_u16(q, v, 7);
+    }
+}
+static inline __attribute__((always_inline)) uint32x4_t la_lane32(uint32x4_t v, const void *p, int l) {
+    const uint32_t *q = (const uint32_t *)p;
+    switch (l) {
+    case 0: return vld1q_lane_u32(q, v, 0);
+    case 1: return vld1q_lane_u32(q, v, 1);
+    case 2: return vld1q_lane_u32(q, v, 2);
+    default: return vld1q_lane_u32(q, v, 3);
+    }
+}
 #define LA_LD0_H(v, p, st) ((v) = vld1q_lane_u16((const uint16_t *)(const void *)(p), vdupq_n_u16(0), 0), (p) += (st))
 #define LA_LD0_S(v, p, st) ((v) = vld1q_lane_u32((const uint32_t *)(const void *)(p), vdupq_n_u32(0), 0), (p) += (st))
-#define LA_LD_H(v, p, l, st) ((v) = vld1q_lane_u16((const uint16_t *)(const void *)(p), (v), (l)), (p) += (st))
-#define LA_LD_S(v, p, l, st) ((v) = vld1q_lane_u32((const uint32_t *)(const void *)(p), (v), (l)), (p) += (st))
+#define LA_LD_H(v, p, l, st) ((v) = la_lane16((v), (p), (l)), (p) += (st))
+#define LA_LD_S(v, p, l, st) ((v) = la_lane32((v), (p), (l)), (p) += (st))
 #endif
 #endif
 

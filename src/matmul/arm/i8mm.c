@@ -363,13 +363,8 @@ KZ_INL int32x4_t lg_mmla(lg_mm w, lg_mm a) {
     return vmmlaq_s32(s, w.m[3], a.m[3]);
 }
 
-/* [x_i x_i x_i+1 x_i+1] / [x_i x_i+1 x_i x_i+1] of the 4-lane v, i even: the row / token scale
- * lanes of a sub-tile */
+/* [v_i v_i v_i+1 v_i+1], i = 0 or 2: the row scale lanes of a sub-tile */
 KZ_INL float32x4_t lg_rows2(float32x4_t v, int hi) { return hi ? vzip2q_f32(v, v) : vzip1q_f32(v, v); }
-KZ_INL float32x4_t lg_toks2(float32x4_t v, int hi) {
-    return vreinterpretq_f32_f64(hi ? vdupq_laneq_f64(vreinterpretq_f64_f32(v), 1)
-                                    : vdupq_laneq_f64(vreinterpretq_f64_f32(v), 0));
-}
 
 /* fp16 lanes of u32 (d, m) / (d, s) pairs: the low halves (d) or the high halves, as floats */
 KZ_INL float32x4_t lg_lo16(uint32x4_t v) { return vcvt_f32_f16(vreinterpret_f16_u16(vmovn_u32(v))); }
