@@ -211,7 +211,13 @@ static inline __attribute__((always_inline)) void tile_neon(const int MRN, int m
         store_row(C + (size_t)r * ldc, nr, lo, hi, ra ? alpha * ra[r] : alpha, cb);
     }
 }
-static __attribute__((noinline, optimize("no-schedule-insns"))) void tile_neon8(int mr, int nr, int K, const float *A, size_t lda, const float *B,
+/* the GCC scheduling option of this tile (a3e4a71) is unknown to clang (the NDK compiler) */
+#if defined(__clang__)
+#define SG_NOSCHED
+#else
+#define SG_NOSCHED optimize("no-schedule-insns")
+#endif
+static __attribute__((noinline, SG_NOSCHED)) void tile_neon8(int mr, int nr, int K, const float *A, size_t lda, const float *B,
                                                  size_t ldb, float *C, size_t ldc, float alpha, const float *ra,
                                                  float cb) {
     tile_neon(8, mr, nr, K, A, lda, B, ldb, C, ldc, alpha, ra, cb);
