@@ -409,38 +409,76 @@ static void rows_plain(const float *src, float *M, float *snap, int dk, int dv, 
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/* the snapshot (read back only by a rollback) by streaming stores where it is 64-byte aligned:
- * no read of its old lines */
-T_GDN512 static void rows_avx512(const float *src, float *M, float *snap, int dk, int dv, const rows_in *in) {
-    const int nt = snap && !((uintptr_t)snap & 63) && !(((size_t)dk * sizeof(float)) & 63);
-    for (int r = 0; r < dv; r++) {
-        const float *rs = src + (size_t)r * dk;
-        float *row = M + (size_t)r * dk, *sn = snap ? snap + (size_t)r * dk : NULL;
-        __m512 a = _mm512_setzero_ps();
-        for (int i = 0; i < dk; i += 16) {
+/* R rows side by side: each row's chain (a dot, a horizontal sum, the next token's scalar
+ * step, ...) is latency-bound, so R independent chains overlap. Per row the same operations in
+ * the same order. With the state read from another buffer (a verify: gdn_layer.c), the rows'
+ * last token goes out by streaming stores (the next step reads it back from DRAM anyway: it is
+ * far larger than the caches), the tokens before it to an L1 scratch: no read of the written
+ * lines. The snapshot (read back only by a rollback) by streaming stores where it is 64-byte
+ * aligned. */
+#define ROWS_SCR_DK 256
+T_GDN512 static inline __attribute__((always_inline)) void rows_avx512_r(const int R, const float *src, float *M,
+                                                                         float *snap, const int nt, const int so,
+                                                                         int dk, const rows_in *in) {
+    __m512 a[4], b[4], d[4];
+    float scr[4 * ROWS_SCR_DK] __attribute__((aligned(64)));
+#pragma GCC unroll 4
+    for (int j = 0; j < R; j++) a[j] = _mm512_setzero_ps();
+    for (int i = 0; i < dk; i += 16) {
+        const __m512 k0 = _mm512_loadu_ps(in->k[0] + i);
+#pragma GCC unroll 4
+        for (int j = 0; j < R; j++) {
+            const float *rs = src + (size_t)j * dk;
             state_prefetch(rs, dk, i);
             const __m512 x = _mm512_loadu_ps(rs + i);
-            if (nt) _mm512_stream_ps(sn + i, x);
-            else if (sn) _mm512_storeu_ps(sn + i, x);
-            a = _mm512_fmadd_ps(x, _mm512_loadu_ps(in->k[0] + i), a);
-        }
-        for (int t = 0; t < in->T; t++) {
-            const float kv = in->dec[t] * hsum16_512(a);
-            const __m512 d = _mm512_set1_ps(in->bt[t] * (in->v[t][r] - kv)), dec = _mm512_set1_ps(in->dec[t]);
-            const float *rd = t ? row : rs, *kt = in->k[t], *qt = in->q[t];
-            const float *kn = t + 1 < in->T ? in->k[t + 1] : kt; /* last token: a throw-away dot */
-            __m512 b = _mm512_setzero_ps();
-            a = _mm512_setzero_ps();
-            for (int i = 0; i < dk; i += 16) {
-                const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(rd + i), dec, _mm512_mul_ps(d, _mm512_loadu_ps(kt + i)));
-                _mm512_storeu_ps(row + i, x);
-                b = _mm512_fmadd_ps(x, _mm512_loadu_ps(qt + i), b);
-                a = _mm512_fmadd_ps(x, _mm512_loadu_ps(kn + i), a);
-            }
-            in->o[t][r] = hsum16_512(b);
+            if (nt) _mm512_stream_ps(snap + (size_t)j * dk + i, x);
+            else if (snap) _mm512_storeu_ps(snap + (size_t)j * dk + i, x);
+            a[j] = _mm512_fmadd_ps(x, k0, a[j]);
         }
     }
-    if (nt) _mm_sfence(); /* the streamed lines before the dispatch ends */
+    const float *rd = src;
+    for (int t = 0; t < in->T; t++) {
+        const __m512 dec = _mm512_set1_ps(in->dec[t]);
+        const int last = t + 1 == in->T, stream = so && last;
+        float *wr = so && !last ? scr : M; /* rows at wr + j * dk */
+#pragma GCC unroll 4
+        for (int j = 0; j < R; j++) {
+            const float kv = in->dec[t] * hsum16_512(a[j]);
+            d[j] = _mm512_set1_ps(in->bt[t] * (in->v[t][j] - kv));
+            a[j] = b[j] = _mm512_setzero_ps();
+        }
+        const float *kt = in->k[t], *qt = in->q[t];
+        const float *kn = !last ? in->k[t + 1] : kt; /* last token: a throw-away dot */
+        for (int i = 0; i < dk; i += 16) {
+            const __m512 k = _mm512_loadu_ps(kt + i), q = _mm512_loadu_ps(qt + i), n = _mm512_loadu_ps(kn + i);
+#pragma GCC unroll 4
+            for (int j = 0; j < R; j++) {
+                const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(rd + (size_t)j * dk + i), dec, _mm512_mul_ps(d[j], k));
+                if (stream) _mm512_stream_ps(wr + (size_t)j * dk + i, x);
+                else _mm512_storeu_ps(wr + (size_t)j * dk + i, x);
+                b[j] = _mm512_fmadd_ps(x, q, b[j]);
+                a[j] = _mm512_fmadd_ps(x, n, a[j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < R; j++) in->o[t][j] = hsum16_512(b[j]);
+        rd = wr;
+    }
+}
+
+T_GDN512 static void rows_avx512(const float *src, float *M, float *snap, int dk, int dv, const rows_in *in) {
+    const int nt = snap && !((uintptr_t)snap & 63) && !(((size_t)dk * sizeof(float)) & 63);
+    const int so = src != M && !((uintptr_t)M & 63) && !(((size_t)dk * sizeof(float)) & 63) && dk <= ROWS_SCR_DK;
+    rows_in g = *in;
+    for (int r = 0; r < dv;) {
+        const int R = dv - r >= 4 ? 4 : 1;
+        const size_t o = (size_t)r * dk;
+        if (R == 4) rows_avx512_r(4, src + o, M + o, snap ? snap + o : NULL, nt, so, dk, &g);
+        else rows_avx512_r(1, src + o, M + o, snap ? snap + o : NULL, nt, so, dk, &g);
+        for (int t = 0; t < g.T; t++) g.v[t] += R, g.o[t] += R;
+        r += R;
+    }
+    if (nt || so) _mm_sfence(); /* the streamed lines before the dispatch ends */
 }
 
 T_GDN256 static void rows_avx2(const float *src, float *M, float *snap, int dk, int dv, const rows_in *in) {
