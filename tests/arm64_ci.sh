@@ -26,6 +26,7 @@ need=()
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
 command -v qemu-aarch64 >/dev/null 2>&1 || need+=(qemu-user)
 [ -f "$SYSROOT/include/stdio.h" ] || need+=(libc6-dev-arm64-cross)
+command -v clang >/dev/null 2>&1 || need+=(clang)
 if [ ${#need[@]} -gt 0 ]; then
   echo "arm64_ci: installing ${need[*]}"
   if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"; } >/tmp/kz-arm64-apt.log 2>&1; then
@@ -105,6 +106,20 @@ for cpu_want in "max:neon dotprod i8mm" "cortex-a76:neon dotprod" "cortex-a53:ne
     fail=$((fail + 1)); failed+=("detect-$cpu"); echo "  FAIL detect-$cpu: levels '$got', want '$want'"
   fi
 done
+
+# the Android NDK compiles with clang: the library built by clang --target=aarch64-linux-gnu
+# warning-free, and the kernels with clang-only code paths (literal-lane loads instead of GCC's
+# inline asm) bit-identical to scalar under qemu
+CB=$BUILD-clang
+if CFLAGS=-Werror make -s CC="clang --target=aarch64-linux-gnu" BUILD="$CB" -j"$JOBS" \
+     "$CB/libkazeia.a" "$CB/test_simd" "$CB/test_quant_legacy" >/tmp/kz-arm64-clang.log 2>&1; then
+  pass=$((pass + 1)); echo "  ok   clang-build (-Werror)"
+  run test_simd-clang max KZ_TEST_SMALL=1 -- "$CB/test_simd"
+  run test_quant_legacy-clang max KZ_TEST_SMALL=1 -- "$CB/test_quant_legacy"
+else
+  fail=$((fail + 1)); failed+=(clang-build); echo "  FAIL clang-build, log: /tmp/kz-arm64-clang.log"
+  tail -20 /tmp/kz-arm64-clang.log
+fi
 
 for f in "${failed[@]:-}"; do [ -n "$f" ] && echo "FAILED: $f"; done
 echo "arm64: $pass passed, $fail failed"
