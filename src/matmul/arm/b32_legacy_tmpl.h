@@ -109,33 +109,11 @@ static inline __attribute__((always_inline)) float LA(dot1)(const int ty, int64_
 #define LA_LD0_H(v, p, st) __asm__("ldr %h0, [%1], %2" : "=w"(v), "+r"(p) : "i"(st), "m"(*(const uint16_t *)(p)))
 #define LA_LD0_S(v, p, st) __asm__("ldr %s0, [%1], %2" : "=w"(v), "+r"(p) : "i"(st), "m"(*(const uint32_t *)(p)))
 #else
-/* a switch, so that each lane index is a literal (folded once inlined and unrolled) */
-static inline __attribute__((always_inline)) uint16x8_t la_lane16(uint16x8_t v, const void *p, int l) {
-    const uint16_t *q = (const uint16_t *)p;
-    switch (l) {
-    case 0: return vld1q_lane_u16(q, v, 0);
-    case 1: return vld1q_lane_u16(q, v, 1);
-    case 2: return vld1q_lane_u16(q, v, 2);
-    case 3: return vld1q_lane_u16(q, v, 3);
-    case 4: return vld1q_lane_u16(q, v, 4);
-    case 5: return vld1q_lane_u16(q, v, 5);
-    case 6: return vld1q_lane_u16(q, v, 6);
-    default: return vld1q_lane_u16(q, v, 7);
-    }
-}
-static inline __attribute__((always_inline)) uint32x4_t la_lane32(uint32x4_t v, const void *p, int l) {
-    const uint32_t *q = (const uint32_t *)p;
-    switch (l) {
-    case 0: return vld1q_lane_u32(q, v, 0);
-    case 1: return vld1q_lane_u32(q, v, 1);
-    case 2: return vld1q_lane_u32(q, v, 2);
-    default: return vld1q_lane_u32(q, v, 3);
-    }
-}
+/* simd.h's switches of literal lanes */
 #define LA_LD0_H(v, p, st) ((v) = vld1q_lane_u16((const uint16_t *)(const void *)(p), vdupq_n_u16(0), 0), (p) += (st))
 #define LA_LD0_S(v, p, st) ((v) = vld1q_lane_u32((const uint32_t *)(const void *)(p), vdupq_n_u32(0), 0), (p) += (st))
-#define LA_LD_H(v, p, l, st) ((v) = la_lane16((v), (p), (l)), (p) += (st))
-#define LA_LD_S(v, p, l, st) ((v) = la_lane32((v), (p), (l)), (p) += (st))
+#define LA_LD_H(v, p, l, st) ((v) = kz_arm_lane16((v), (p), (l)), (p) += (st))
+#define LA_LD_S(v, p, l, st) ((v) = kz_arm_lane32((v), (p), (l)), (p) += (st))
 #endif
 #endif
 

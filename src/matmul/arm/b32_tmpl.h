@@ -149,22 +149,7 @@ KZ_TILE_GEMV(, AQ(gemv), 4, AQ(tile4x1_st))
 #if defined(__GNUC__) && !defined(__clang__)
 #define AQ_LD_D(v, p, l) __asm__("ld1 {%0.h}[%2], [%1], %3" : "+w"(v), "+r"(p) : "i"(l), "r"((int64_t)34) : "memory")
 #else
-/* clang checks an "i" operand and a lane index before unrolling makes them constant: a switch
- * of literal lanes (folded once inlined and unrolled) */
-static inline __attribute__((always_inline)) uint16x8_t aq_lane16(uint16x8_t v, const void *p, int l) {
-    const uint16_t *q = (const uint16_t *)p;
-    switch (l) {
-    case 0: return vld1q_lane_u16(q, v, 0);
-    case 1: return vld1q_lane_u16(q, v, 1);
-    case 2: return vld1q_lane_u16(q, v, 2);
-    case 3: return vld1q_lane_u16(q, v, 3);
-    case 4: return vld1q_lane_u16(q, v, 4);
-    case 5: return vld1q_lane_u16(q, v, 5);
-    case 6: return vld1q_lane_u16(q, v, 6);
-    default: return vld1q_lane_u16(q, v, 7);
-    }
-}
-#define AQ_LD_D(v, p, l) ((v) = aq_lane16((v), (p), (l)), (p) += 34)
+#define AQ_LD_D(v, p, l) ((v) = kz_arm_lane16((v), (p), (l)), (p) += 34) /* clang: simd.h */
 #endif
 #endif
 KZ_INL void AQ(rows_q8)(const int R, int64_t nq, int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a,
