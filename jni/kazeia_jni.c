@@ -59,33 +59,58 @@ static void throw_kz(JNIEnv *env, kz_status st, const char *msg) {
     if (e) (*env)->Throw(env, (jthrowable)e);
 }
 
-static void throw_ctx(JNIEnv *env, kz_context *c) {
-    const char *m = kz_context_error(c);
-    throw_kz(env, kz_context_status(c), m && *m ? m : "the engine failed without a message");
+/* an object's last error (kz_*_status / kz_*_error), with fallback when it left no message */
+static void throw_err(JNIEnv *env, kz_status st, const char *msg, const char *fallback) {
+    throw_kz(env, st, msg && *msg ? msg : fallback);
 }
 
-/* a Java byte[] as a NUL-terminated C string (malloc'd); NULL array -> NULL with *ok = 1 */
-static char *cstr(JNIEnv *env, jbyteArray a, int *ok) {
-    *ok = 1;
-    if (!a) return NULL;
+static void throw_ctx(JNIEnv *env, kz_context *c) {
+    throw_err(env, kz_context_status(c), kz_context_error(c), "the engine failed without a message");
+}
+
+/* a *_new that reports only a message: out of memory is told apart by its text */
+static void throw_new_failed(JNIEnv *env, const char *err) {
+    throw_kz(env, strstr(err, "out of memory") ? KZ_ERR_NOMEM : KZ_ERR_INVALID_ARG, err);
+}
+
+/* 1 when handle h is open; 0 after throwing "<what> is closed" */
+static int is_open(JNIEnv *env, jlong h, const char *what) {
+    if (h) return 1;
+    char m[64];
+    snprintf(m, sizeof m, "%s is closed", what);
+    throw_kz(env, KZ_ERR_INVALID_ARG, m);
+    return 0;
+}
+
+/* an array's length, -1 for a null array (so one compare checks both) */
+static jsize arr_len(JNIEnv *env, jarray a) { return a ? (*env)->GetArrayLength(env, a) : -1; }
+
+/* a Java byte[] as a NUL-terminated C string (malloc'd) in *out; 1 on success, 0 after throwing.
+ * A null array: *out = NULL, or the error if_null when that is given (the argument is required). */
+static int cstr(JNIEnv *env, jbyteArray a, const char *if_null, char **out) {
+    *out = NULL;
+    if (!a) {
+        if (!if_null) return 1;
+        throw_kz(env, KZ_ERR_INVALID_ARG, if_null);
+        return 0;
+    }
     jsize n = (*env)->GetArrayLength(env, a);
     char *s = malloc((size_t)n + 1);
-    if (!s) { *ok = 0; throw_kz(env, KZ_ERR_NOMEM, "out of memory copying a string"); return NULL; }
+    if (!s) { throw_kz(env, KZ_ERR_NOMEM, "out of memory copying a string"); return 0; }
     (*env)->GetByteArrayRegion(env, a, 0, n, (jbyte *)s);
     s[n] = 0;
     if (memchr(s, 0, (size_t)n)) {
         free(s);
-        *ok = 0;
         throw_kz(env, KZ_ERR_INVALID_ARG, "text contains a NUL character");
-        return NULL;
+        return 0;
     }
-    return s;
+    *out = s;
+    return 1;
 }
 
 #define MODEL(h) ((kz_model *)(uintptr_t)(h))
 #define CTX(h) ((kz_context *)(uintptr_t)(h))
-#define NEED(h, what) \
-    if (!(h)) { throw_kz(env, KZ_ERR_INVALID_ARG, what " is closed"); return 0; }
+#define HANDLE(p) ((jlong)(uintptr_t)(p))
 
 JNI_FN(jbyteArray, version)(JNIEnv *env, jclass cls) {
     (void)cls;
@@ -95,10 +120,8 @@ JNI_FN(jbyteArray, version)(JNIEnv *env, jclass cls) {
 
 JNI_FN(jlong, modelLoad)(JNIEnv *env, jclass cls, jbyteArray path, jint n_threads, jint repack) {
     (void)cls;
-    int ok;
-    char *p = cstr(env, path, &ok);
-    if (!ok) return 0;
-    if (!p) { throw_kz(env, KZ_ERR_INVALID_ARG, "model path is null"); return 0; }
+    char *p;
+    if (!cstr(env, path, "model path is null", &p)) return 0;
     kz_model_params mp = kz_model_default_params();
     mp.n_threads = n_threads;
     if (repack >= 0) mp.repack_weights = repack;
@@ -107,7 +130,7 @@ JNI_FN(jlong, modelLoad)(JNIEnv *env, jclass cls, jbyteArray path, jint n_thread
     kz_model *m = kz_model_load_ex(p, &mp, &st, err, sizeof err);
     free(p);
     if (!m) { throw_kz(env, st, err); return 0; }
-    return (jlong)(uintptr_t)m;
+    return HANDLE(m);
 }
 
 JNI_FN(void, modelFree)(JNIEnv *env, jclass cls, jlong m) {
@@ -118,7 +141,7 @@ JNI_FN(void, modelFree)(JNIEnv *env, jclass cls, jlong m) {
 /* model facts: 0 arch-independent ints; describe as bytes */
 JNI_FN(jint, modelInfo)(JNIEnv *env, jclass cls, jlong m, jint what) {
     (void)cls;
-    NEED(m, "model");
+    if (!is_open(env, m, "model")) return 0;
     switch (what) {
     case 0: return kz_model_n_vocab(MODEL(m));
     case 1: return kz_model_n_ctx_train(MODEL(m));
@@ -130,7 +153,7 @@ JNI_FN(jint, modelInfo)(JNIEnv *env, jclass cls, jlong m, jint what) {
 
 JNI_FN(jbyteArray, modelDescribe)(JNIEnv *env, jclass cls, jlong m) {
     (void)cls;
-    NEED(m, "model");
+    if (!is_open(env, m, "model")) return NULL;
     char buf[1024];
     int n = kz_model_describe(MODEL(m), buf, sizeof buf);
     if (n < 0) n = 0;
@@ -142,10 +165,10 @@ JNI_FN(jbyteArray, modelDescribe)(JNIEnv *env, jclass cls, jlong m) {
  * fp: temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty */
 JNI_FN(jlong, contextNew)(JNIEnv *env, jclass cls, jlong m, jintArray ip, jfloatArray fp, jlong seed) {
     (void)cls;
-    NEED(m, "model");
+    if (!is_open(env, m, "model")) return 0;
     jint i[7];
     jfloat f[6];
-    if (!ip || !fp || (*env)->GetArrayLength(env, ip) != 7 || (*env)->GetArrayLength(env, fp) != 6) {
+    if (arr_len(env, ip) != 7 || arr_len(env, fp) != 6) {
         throw_kz(env, KZ_ERR_INVALID_ARG, "contextNew: bad parameter arrays");
         return 0;
     }
@@ -173,7 +196,7 @@ JNI_FN(jlong, contextNew)(JNIEnv *env, jclass cls, jlong m, jintArray ip, jfloat
     /* this thread (the engine's own) runs thread 0 of every dispatch: keep it on the fast
      * cores like the pool's workers (best effort, a no-op on a homogeneous CPU) */
     kz_topology_pin_self();
-    return (jlong)(uintptr_t)c;
+    return HANDLE(c);
 }
 
 JNI_FN(void, contextFree)(JNIEnv *env, jclass cls, jlong c) {
@@ -189,7 +212,7 @@ JNI_FN(void, contextReset)(JNIEnv *env, jclass cls, jlong c) {
 /* 0 n_past, 1 n_ctx, 2 n_batch, 3 n_threads, 4 kv_type */
 JNI_FN(jint, contextInfo)(JNIEnv *env, jclass cls, jlong c, jint what) {
     (void)cls;
-    NEED(c, "context");
+    if (!is_open(env, c, "context")) return 0;
     switch (what) {
     case 0: return kz_context_n_past(CTX(c));
     case 1: return kz_context_n_ctx(CTX(c));
@@ -228,38 +251,39 @@ static double peak_rss_mib(void) {
     return (double)ru.ru_maxrss / 1024.0; /* Linux / Android: KiB */
 }
 
+/* a run's stats into out (7 doubles, checked by the caller), unless the sink threw */
+static void stats_out(JNIEnv *env, const kz_stats *st, jdoubleArray out) {
+    double d[7] = { st->n_prompt, st->n_reused, st->n_gen, st->t_prefill_ms, st->t_decode_ms, (double)st->stop, peak_rss_mib() };
+    if (!(*env)->ExceptionCheck(env)) (*env)->SetDoubleArrayRegion(env, out, 0, 7, d);
+}
+
 /* Runs kz_generate_raw; stats out (7 doubles): n_prompt, n_reused, n_gen, t_prefill_ms,
  * t_decode_ms, stop, peak RSS MiB. Throws on an engine error (and rethrows the sink's). */
 JNI_FN(jint, generate)(JNIEnv *env, jclass cls, jlong c, jbyteArray system, jbyteArray user, jint max_tokens,
-                 jobject sink, jdoubleArray stats_out) {
+                 jobject sink, jdoubleArray stats) {
     (void)cls;
-    NEED(c, "context");
-    if (!sink || !stats_out || (*env)->GetArrayLength(env, stats_out) < 7) {
+    if (!is_open(env, c, "context")) return 0;
+    if (!sink || arr_len(env, stats) < 7) {
         throw_kz(env, KZ_ERR_INVALID_ARG, "generate: null sink or short stats array");
         return 0;
     }
-    int ok;
-    char *sys = cstr(env, system, &ok);
-    if (!ok) return 0;
-    char *usr = cstr(env, user, &ok);
-    if (!ok) { free(sys); return 0; }
+    char *sys, *usr;
+    if (!cstr(env, system, NULL, &sys)) return 0;
+    if (!cstr(env, user, NULL, &usr)) { free(sys); return 0; }
     gen_ud ud = { env, sink };
     kz_stats st;
     int rc = kz_generate_raw(CTX(c), sys, usr ? usr : "", max_tokens, on_token, &ud, &st);
     free(sys);
     free(usr);
-    double d[7] = { st.n_prompt, st.n_reused, st.n_gen, st.t_prefill_ms, st.t_decode_ms, (double)st.stop, peak_rss_mib() };
-    if (!(*env)->ExceptionCheck(env)) (*env)->SetDoubleArrayRegion(env, stats_out, 0, 7, d);
+    stats_out(env, &st, stats);
     if (rc != 0) { throw_ctx(env, CTX(c)); return 0; }
     return (jint)st.n_gen;
 }
 
 JNI_FN(jintArray, tokenize)(JNIEnv *env, jclass cls, jlong m, jbyteArray text, jboolean special) {
     (void)cls;
-    NEED(m, "model");
-    int ok;
-    char *s = cstr(env, text, &ok);
-    if (!ok) return NULL;
+    char *s;
+    if (!is_open(env, m, "model") || !cstr(env, text, NULL, &s)) return NULL;
     size_t len = s ? strlen(s) : 0;
     int n = kz_tokenize(MODEL(m), s ? s : "", len, special, NULL, 0);
     int32_t *t = n > 0 ? malloc((size_t)n * sizeof *t) : NULL;
@@ -278,7 +302,7 @@ JNI_FN(jintArray, tokenize)(JNIEnv *env, jclass cls, jlong m, jbyteArray text, j
 
 JNI_FN(jbyteArray, tokenBytes)(JNIEnv *env, jclass cls, jlong m, jint tok) {
     (void)cls;
-    NEED(m, "model");
+    if (!is_open(env, m, "model")) return NULL;
     char small[64];
     int n = kz_token_bytes(MODEL(m), tok, small, sizeof small);
     if (n < 0) { throw_kz(env, KZ_ERR_INVALID_ARG, "token id outside the vocab"); return NULL; }
@@ -294,8 +318,7 @@ JNI_FN(jbyteArray, tokenBytes)(JNIEnv *env, jclass cls, jlong m, jint tok) {
 /* appends tokens to the sequence; returns the last token's logits (n_vocab floats of model m) */
 JNI_FN(jfloatArray, eval)(JNIEnv *env, jclass cls, jlong m, jlong c, jintArray tokens) {
     (void)cls;
-    NEED(m, "model");
-    NEED(c, "context");
+    if (!is_open(env, m, "model") || !is_open(env, c, "context")) return NULL;
     if (!tokens) { throw_kz(env, KZ_ERR_INVALID_ARG, "eval: null tokens"); return NULL; }
     jsize n = (*env)->GetArrayLength(env, tokens);
     int32_t *t = malloc((size_t)(n ? n : 1) * sizeof *t);
@@ -314,7 +337,7 @@ JNI_FN(jfloatArray, eval)(JNIEnv *env, jclass cls, jlong m, jlong c, jintArray t
 
 JNI_FN(jbyteArray, stateSave)(JNIEnv *env, jclass cls, jlong c) {
     (void)cls;
-    NEED(c, "context");
+    if (!is_open(env, c, "context")) return NULL;
     size_t n = kz_state_size(CTX(c));
     void *b = n ? malloc(n) : NULL;
     if (!b) { throw_ctx(env, CTX(c)); if (!(*env)->ExceptionCheck(env)) throw_kz(env, KZ_ERR_NOMEM, "out of memory for the state"); return NULL; }
@@ -327,7 +350,7 @@ JNI_FN(jbyteArray, stateSave)(JNIEnv *env, jclass cls, jlong c) {
 
 JNI_FN(void, stateLoad)(JNIEnv *env, jclass cls, jlong c, jbyteArray img) {
     (void)cls;
-    if (!c) { throw_kz(env, KZ_ERR_INVALID_ARG, "context is closed"); return; }
+    if (!is_open(env, c, "context")) return;
     if (!img) { throw_kz(env, KZ_ERR_INVALID_ARG, "state image is null"); return; }
     jsize n = (*env)->GetArrayLength(env, img);
     jbyte *b = (*env)->GetByteArrayElements(env, img, NULL);
@@ -339,11 +362,8 @@ JNI_FN(void, stateLoad)(JNIEnv *env, jclass cls, jlong c, jbyteArray img) {
 
 /* stateSaveFile / stateLoadFile: one path argument, one kz_state_*_file call */
 static void state_file(JNIEnv *env, jlong c, jbyteArray path, int (*fn)(kz_context *, const char *)) {
-    if (!c) { throw_kz(env, KZ_ERR_INVALID_ARG, "context is closed"); return; }
-    int ok;
-    char *p = cstr(env, path, &ok);
-    if (!ok) return;
-    if (!p) { throw_kz(env, KZ_ERR_INVALID_ARG, "path is null"); return; }
+    char *p;
+    if (!is_open(env, c, "context") || !cstr(env, path, "path is null", &p)) return;
     int rc = fn(CTX(c), p);
     free(p);
     if (rc != 0) throw_ctx(env, CTX(c));
@@ -373,20 +393,19 @@ JNI_FN(jint, defaultThreads)(JNIEnv *env, jclass cls) {
 #define CHAT(h) ((kz_chat *)(uintptr_t)(h))
 
 static void throw_chat(JNIEnv *env, kz_chat *h) {
-    const char *m = kz_chat_error(h);
-    throw_kz(env, kz_chat_status(h), m && *m ? m : "the conversation failed without a message");
+    throw_err(env, kz_chat_status(h), kz_chat_error(h), "the conversation failed without a message");
 }
 
 JNI_FN(jlong, chatNew)(JNIEnv *env, jclass cls, jlong c, jint think, jint max_checkpoints) {
     (void)cls;
-    NEED(c, "context");
+    if (!is_open(env, c, "context")) return 0;
     kz_chat_params p = kz_chat_default_params();
     p.think = think;
     p.max_checkpoints = max_checkpoints;
     char err[512];
     kz_chat *h = kz_chat_new(CTX(c), &p, err, sizeof err);
-    if (!h) { throw_kz(env, strstr(err, "out of memory") ? KZ_ERR_NOMEM : KZ_ERR_INVALID_ARG, err); return 0; }
-    return (jlong)(uintptr_t)h;
+    if (!h) { throw_new_failed(env, err); return 0; }
+    return HANDLE(h);
 }
 
 JNI_FN(void, chatFree)(JNIEnv *env, jclass cls, jlong h) {
@@ -397,10 +416,8 @@ JNI_FN(void, chatFree)(JNIEnv *env, jclass cls, jlong h) {
 /* role: 0 system, 1 user, 2 assistant; set_system: replaces the system message (null/"" removes) */
 JNI_FN(void, chatAdd)(JNIEnv *env, jclass cls, jlong h, jint role, jbyteArray text, jboolean set_system) {
     (void)cls;
-    if (!h) { throw_kz(env, KZ_ERR_INVALID_ARG, "conversation is closed"); return; }
-    int ok;
-    char *s = cstr(env, text, &ok);
-    if (!ok) return;
+    char *s;
+    if (!is_open(env, h, "conversation") || !cstr(env, text, NULL, &s)) return;
     int rc = set_system ? kz_chat_set_system(CHAT(h), s) : kz_chat_add(CHAT(h), (kz_role)role, s ? s : "");
     free(s);
     if (rc != 0) throw_chat(env, CHAT(h));
@@ -419,7 +436,7 @@ JNI_FN(void, chatReset)(JNIEnv *env, jclass cls, jlong h) {
 /* 0 n_messages, 1 n_checkpoints, 2 bytes held beyond the context */
 JNI_FN(jlong, chatInfo)(JNIEnv *env, jclass cls, jlong h, jint what) {
     (void)cls;
-    NEED(h, "conversation");
+    if (!is_open(env, h, "conversation")) return 0;
     switch (what) {
     case 0: return kz_chat_n_messages(CHAT(h));
     case 1: return kz_chat_n_checkpoints(CHAT(h));
@@ -430,13 +447,13 @@ JNI_FN(jlong, chatInfo)(JNIEnv *env, jclass cls, jlong h, jint what) {
 
 JNI_FN(jint, chatMessageRole)(JNIEnv *env, jclass cls, jlong h, jint i) {
     (void)cls;
-    NEED(h, "conversation");
+    if (!is_open(env, h, "conversation")) return 0;
     return kz_chat_message_role(CHAT(h), i);
 }
 
 JNI_FN(jbyteArray, chatMessageText)(JNIEnv *env, jclass cls, jlong h, jint i) {
     (void)cls;
-    NEED(h, "conversation");
+    if (!is_open(env, h, "conversation")) return NULL;
     const char *t = kz_chat_message_text(CHAT(h), i);
     if (!t) { throw_kz(env, KZ_ERR_INVALID_ARG, "message index out of range"); return NULL; }
     return bytes_new(env, t, strlen(t));
@@ -459,11 +476,9 @@ static int cstrs(JNIEnv *env, jobjectArray a, char ***out, int *n) {
     if (!v) { throw_kz(env, KZ_ERR_NOMEM, "out of memory copying strings"); return -1; }
     for (jsize i = 0; i < k; i++) {
         jbyteArray e = (jbyteArray)(*env)->GetObjectArrayElement(env, a, i);
-        int ok;
-        v[i] = cstr(env, e, &ok);
+        int ok = cstr(env, e, "a string in the array is null", &v[i]);
         if (e) (*env)->DeleteLocalRef(env, e);
-        if (!ok || !v[i]) {
-            if (ok) throw_kz(env, KZ_ERR_INVALID_ARG, "a string in the array is null");
+        if (!ok) {
             free_strs(v, (int)i + 1);
             return -1;
         }
@@ -477,14 +492,12 @@ static int cstrs(JNIEnv *env, jobjectArray a, char ***out, int *n) {
  * (1: kz_gen_default_params(model, think), fp and seed ignored); fp: temperature, top_p, min_p,
  * repeat_penalty, presence_penalty, frequency_penalty; stop: byte[][] or null. Stats as generate. */
 JNI_FN(jint, chatReply)(JNIEnv *env, jclass cls, jlong m, jlong h, jintArray ip, jfloatArray fp, jlong seed,
-                        jobjectArray stop, jobject sink, jdoubleArray stats_out) {
+                        jobjectArray stop, jobject sink, jdoubleArray stats) {
     (void)cls;
-    NEED(m, "model");
-    NEED(h, "conversation");
+    if (!is_open(env, m, "model") || !is_open(env, h, "conversation")) return 0;
     jint i[5];
     jfloat f[6];
-    if (!ip || !fp || !sink || !stats_out || (*env)->GetArrayLength(env, ip) != 5 ||
-        (*env)->GetArrayLength(env, fp) != 6 || (*env)->GetArrayLength(env, stats_out) < 7) {
+    if (!sink || arr_len(env, ip) != 5 || arr_len(env, fp) != 6 || arr_len(env, stats) < 7) {
         throw_kz(env, KZ_ERR_INVALID_ARG, "chatReply: bad parameter arrays");
         return 0;
     }
@@ -513,19 +526,15 @@ JNI_FN(jint, chatReply)(JNIEnv *env, jclass cls, jlong m, jlong h, jintArray ip,
     kz_stats st;
     int rc = kz_chat_reply(CHAT(h), &g, on_piece, &ud, &st);
     free_strs(sv, ns);
-    double d[7] = { st.n_prompt, st.n_reused, st.n_gen, st.t_prefill_ms, st.t_decode_ms, (double)st.stop, peak_rss_mib() };
-    if (!(*env)->ExceptionCheck(env)) (*env)->SetDoubleArrayRegion(env, stats_out, 0, 7, d);
+    stats_out(env, &st, stats);
     if (rc != 0) { throw_chat(env, CHAT(h)); return 0; }
     return (jint)st.n_gen;
 }
 
 JNI_FN(void, chatSaveFile)(JNIEnv *env, jclass cls, jlong h, jbyteArray path, jboolean load) {
     (void)cls;
-    if (!h) { throw_kz(env, KZ_ERR_INVALID_ARG, "conversation is closed"); return; }
-    int ok;
-    char *p = cstr(env, path, &ok);
-    if (!ok) return;
-    if (!p) { throw_kz(env, KZ_ERR_INVALID_ARG, "path is null"); return; }
+    char *p;
+    if (!is_open(env, h, "conversation") || !cstr(env, path, "path is null", &p)) return;
     int rc = load ? kz_chat_load(CHAT(h), p) : kz_chat_save(CHAT(h), p);
     free(p);
     if (rc != 0) throw_chat(env, CHAT(h));
@@ -537,16 +546,15 @@ JNI_FN(void, chatSaveFile)(JNIEnv *env, jclass cls, jlong h, jbyteArray path, jb
 #define GUARD(h) ((kz_guard *)(uintptr_t)(h))
 
 static void throw_guard(JNIEnv *env, kz_guard *g) {
-    const char *m = kz_guard_error(g);
-    throw_kz(env, kz_guard_status(g), m && *m ? m : "the guard failed without a message");
+    throw_err(env, kz_guard_status(g), kz_guard_error(g), "the guard failed without a message");
 }
 
 /* ip: policy, action, check_every, max_verdict_tokens, n_ctx, n_threads, kv_type */
 JNI_FN(jlong, guardNew)(JNIEnv *env, jclass cls, jlong m, jintArray ip) {
     (void)cls;
-    NEED(m, "model");
+    if (!is_open(env, m, "model")) return 0;
     jint i[7];
-    if (!ip || (*env)->GetArrayLength(env, ip) != 7) {
+    if (arr_len(env, ip) != 7) {
         throw_kz(env, KZ_ERR_INVALID_ARG, "guardNew: bad parameter array");
         return 0;
     }
@@ -561,9 +569,9 @@ JNI_FN(jlong, guardNew)(JNIEnv *env, jclass cls, jlong m, jintArray ip) {
     p.kv_type = (kz_kv_type)i[6];
     char err[512];
     kz_guard *g = kz_guard_new(MODEL(m), &p, err, sizeof err);
-    if (!g) { throw_kz(env, strstr(err, "out of memory") ? KZ_ERR_NOMEM : KZ_ERR_INVALID_ARG, err); return 0; }
+    if (!g) { throw_new_failed(env, err); return 0; }
     kz_topology_pin_self();
-    return (jlong)(uintptr_t)g;
+    return HANDLE(g);
 }
 
 JNI_FN(void, guardFree)(JNIEnv *env, jclass cls, jlong g) {
@@ -588,19 +596,18 @@ static jbyteArray verdict_out(JNIEnv *env, kz_guard *g, int rc, const kz_guard_v
     return bytes_new(env, v->text, n);
 }
 
-static int verdict_array_ok(JNIEnv *env, jdoubleArray out) {
-    if (out && (*env)->GetArrayLength(env, out) >= 12) return 1;
+/* the checks' prologue: guard g open and out long enough for a verdict; 0 after throwing */
+static int guard_ready(JNIEnv *env, jlong g, jdoubleArray out) {
+    if (!is_open(env, g, "guard")) return 0;
+    if (arr_len(env, out) >= 12) return 1;
     throw_kz(env, KZ_ERR_INVALID_ARG, "guard: short verdict array");
     return 0;
 }
 
 JNI_FN(jbyteArray, guardCheckPrompt)(JNIEnv *env, jclass cls, jlong g, jbyteArray user, jdoubleArray out) {
     (void)cls;
-    NEED(g, "guard");
-    if (!verdict_array_ok(env, out)) return NULL;
-    int ok;
-    char *u = cstr(env, user, &ok);
-    if (!ok) return NULL;
+    char *u;
+    if (!guard_ready(env, g, out) || !cstr(env, user, NULL, &u)) return NULL;
     kz_guard_verdict v;
     memset(&v, 0, sizeof v);
     int rc = kz_guard_check_prompt(GUARD(g), u ? u : "", &v);
@@ -612,8 +619,7 @@ JNI_FN(jbyteArray, guardCheckPrompt)(JNIEnv *env, jclass cls, jlong g, jbyteArra
 JNI_FN(jbyteArray, guardCheckMessages)(JNIEnv *env, jclass cls, jlong g, jobjectArray roles, jobjectArray contents,
                                        jdoubleArray out) {
     (void)cls;
-    NEED(g, "guard");
-    if (!verdict_array_ok(env, out)) return NULL;
+    if (!guard_ready(env, g, out)) return NULL;
     char **r, **c;
     int nr, nc;
     if (cstrs(env, roles, &r, &nr) != 0) return NULL;
@@ -634,10 +640,8 @@ JNI_FN(jbyteArray, guardCheckMessages)(JNIEnv *env, jclass cls, jlong g, jobject
 
 JNI_FN(void, guardResponseBegin)(JNIEnv *env, jclass cls, jlong g, jbyteArray user) {
     (void)cls;
-    if (!g) { throw_kz(env, KZ_ERR_INVALID_ARG, "guard is closed"); return; }
-    int ok;
-    char *u = cstr(env, user, &ok);
-    if (!ok) return;
+    char *u;
+    if (!is_open(env, g, "guard") || !cstr(env, user, NULL, &u)) return;
     int rc = kz_guard_response_begin(GUARD(g), u ? u : "");
     free(u);
     if (rc != 0) throw_guard(env, GUARD(g));
@@ -646,8 +650,7 @@ JNI_FN(void, guardResponseBegin)(JNIEnv *env, jclass cls, jlong g, jbyteArray us
 /* one piece of the answer: the verdict's text when a check ran, null when only buffered */
 JNI_FN(jbyteArray, guardResponseFeed)(JNIEnv *env, jclass cls, jlong g, jbyteArray piece, jdoubleArray out) {
     (void)cls;
-    NEED(g, "guard");
-    if (!verdict_array_ok(env, out)) return NULL;
+    if (!guard_ready(env, g, out)) return NULL;
     if (!piece) { throw_kz(env, KZ_ERR_INVALID_ARG, "guard: null piece"); return NULL; }
     jsize n = (*env)->GetArrayLength(env, piece);
     char *b = malloc((size_t)n + 1);
@@ -663,8 +666,7 @@ JNI_FN(jbyteArray, guardResponseFeed)(JNIEnv *env, jclass cls, jlong g, jbyteArr
 
 JNI_FN(jbyteArray, guardResponseEnd)(JNIEnv *env, jclass cls, jlong g, jdoubleArray out) {
     (void)cls;
-    NEED(g, "guard");
-    if (!verdict_array_ok(env, out)) return NULL;
+    if (!guard_ready(env, g, out)) return NULL;
     kz_guard_verdict v;
     memset(&v, 0, sizeof v);
     int rc = kz_guard_response_end(GUARD(g), &v);

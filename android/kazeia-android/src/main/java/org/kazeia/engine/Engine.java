@@ -2,12 +2,6 @@ package org.kazeia.engine;
 
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.Callable;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Future;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.ThreadPoolExecutor;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -21,8 +15,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 public final class Engine implements AutoCloseable {
     private static final AtomicInteger SEQ = new AtomicInteger();
 
-    private final ExecutorService exec;
-    private volatile Thread thread;
+    private final OwnedThread worker = new OwnedThread("kazeia-engine-", SEQ);
     private long model;                   // engine thread only
     private long ctx;                     // written on the engine thread under ctxLock; read there freely
     private final Object ctxLock = new Object(); // a cancel from another thread never meets a freed context
@@ -34,12 +27,6 @@ public final class Engine implements AutoCloseable {
 
     private Engine(EngineConfig cfg) {
         this.cfg = cfg;
-        this.exec = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(), r -> {
-            Thread t = new Thread(r, "kazeia-engine-" + SEQ.incrementAndGet());
-            t.setDaemon(true);
-            thread = t;
-            return t;
-        });
     }
 
     /** The library version ("0.1.0"). */
@@ -57,17 +44,10 @@ public final class Engine implements AutoCloseable {
         if (path == null) throw new KazeiaException(KazeiaException.INVALID_ARG, "model path is null");
         final EngineConfig c = cfg != null ? cfg : new EngineConfig();
         Engine e = new Engine(c);
-        try {
-            e.call(() -> {
-                e.model = NativeBridge.modelLoad(path.getBytes(StandardCharsets.UTF_8), c.threads, c.repackWeights);
-                e.newContext(c.sampling != null ? c.sampling : new Sampling());
-                return null;
-            });
-        } catch (RuntimeException ex) {
-            e.exec.submit(e::freeNative);
-            e.exec.shutdown();
-            throw ex;
-        }
+        e.worker.start(() -> {
+            e.model = NativeBridge.modelLoad(path.getBytes(StandardCharsets.UTF_8), c.threads, c.repackWeights);
+            e.newContext(c.sampling != null ? c.sampling : new Sampling());
+        }, e::freeNative, "interrupted");
         return e;
     }
 
@@ -92,35 +72,13 @@ public final class Engine implements AutoCloseable {
         model = 0;
     }
 
-    static KazeiaException unwrap(ExecutionException e) {
-        Throwable t = e.getCause();
-        if (t instanceof KazeiaException) return (KazeiaException) t;
-        if (t instanceof RuntimeException) throw (RuntimeException) t;
-        if (t instanceof Error) throw (Error) t;
-        return new KazeiaException(KazeiaException.INTERNAL, String.valueOf(t));
-    }
-
     void checkOpen() {
         if (closed) throw new KazeiaException(KazeiaException.INVALID_ARG, "the engine is closed");
     }
 
-    /** runs fn on the engine thread and waits (from the engine thread itself: runs inline) */
-    <T> T call(Callable<T> fn) {
-        if (Thread.currentThread() == thread) {
-            try { return fn.call(); } catch (RuntimeException e) { throw e; } catch (Exception e) {
-                throw new KazeiaException(KazeiaException.INTERNAL, e.toString());
-            }
-        }
-        Future<T> f = exec.submit(fn);
-        try {
-            return f.get();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new KazeiaException(KazeiaException.CANCELLED, "interrupted");
-        } catch (ExecutionException e) {
-            throw unwrap(e);
-        }
-    }
+    /** runs fn on the engine thread and waits (from the engine thread itself: runs inline); after
+     *  close, RejectedExecutionException (Conversation.close counts on it) */
+    <T> T call(Callable<T> fn) { return worker.call(fn, "interrupted", null); }
 
     /**
      * Queues a generation: the ChatML prompt from system (may be null) and user, up to maxTokens
@@ -163,7 +121,7 @@ public final class Engine implements AutoCloseable {
     Generation submit(Job job, GenerationListener listener) {
         checkOpen();
         final Generation g = new Generation(this);
-        exec.execute(() -> runGeneration(g, job, listener));
+        worker.execute(() -> runGeneration(g, job, listener));
         return g;
     }
 
@@ -288,7 +246,7 @@ public final class Engine implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (Thread.currentThread() == thread)
+        if (worker.isCurrent())
             throw new IllegalStateException("Engine.close() from the engine's own thread (a listener) would wait for itself");
         synchronized (this) {
             if (closed) return;
@@ -297,16 +255,7 @@ public final class Engine implements AutoCloseable {
         Generation g = running;
         if (g != null) cancelGeneration(g);
         // generations still queued see `closed` when they come up and end as CANCELLED
-        Future<?> f = exec.submit(this::freeNative);
-        exec.shutdown();
-        try {
-            f.get();
-            exec.awaitTermination(1, TimeUnit.MINUTES);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } catch (ExecutionException e) {
-            throw unwrap(e);
-        }
+        worker.finish(this::freeNative);
     }
 
     boolean isClosed() { return closed; }

@@ -20,16 +20,7 @@ public final class Generation {
     public boolean isDone() { return result.isDone(); }
 
     /** Waits for the end; the engine's error is rethrown as KazeiaException. */
-    public GenerationStats await() {
-        try {
-            return result.get();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new KazeiaException(KazeiaException.CANCELLED, "interrupted while waiting for the generation");
-        } catch (ExecutionException e) {
-            throw Engine.unwrap(e);
-        }
-    }
+    public GenerationStats await() { return OwnedThread.get(result, "interrupted while waiting for the generation"); }
 
     public GenerationStats await(long timeout, TimeUnit unit) throws TimeoutException {
         try {
@@ -38,7 +29,7 @@ public final class Generation {
             Thread.currentThread().interrupt();
             throw new KazeiaException(KazeiaException.CANCELLED, "interrupted while waiting for the generation");
         } catch (ExecutionException e) {
-            throw Engine.unwrap(e);
+            throw OwnedThread.unwrap(e);
         }
     }
 

@@ -2,12 +2,6 @@ package org.kazeia.engine;
 
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.Callable;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Future;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.ThreadPoolExecutor;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -25,20 +19,13 @@ public final class Guard implements AutoCloseable {
     private static final AtomicInteger SEQ = new AtomicInteger();
     private static final String[] NAMES = new String[9];
 
-    private final ExecutorService exec;
-    private volatile Thread thread;
+    private final OwnedThread worker = new OwnedThread("kazeia-guard-", SEQ);
     private long model, guard;     // guard thread only
     private final GuardConfig cfg;
     private volatile boolean closed;
 
     private Guard(GuardConfig cfg) {
         this.cfg = cfg;
-        this.exec = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(), r -> {
-            Thread t = new Thread(r, "kazeia-guard-" + SEQ.incrementAndGet());
-            t.setDaemon(true);
-            thread = t;
-            return t;
-        });
     }
 
     /**
@@ -49,17 +36,10 @@ public final class Guard implements AutoCloseable {
         if (path == null) throw new KazeiaException(KazeiaException.INVALID_ARG, "guard model path is null");
         final GuardConfig c = cfg != null ? cfg : new GuardConfig();
         Guard g = new Guard(c);
-        try {
-            g.call(() -> {
-                g.model = NativeBridge.modelLoad(path.getBytes(StandardCharsets.UTF_8), c.threads, -1);
-                g.guard = NativeBridge.guardNew(g.model, new int[] { c.policy, c.action, c.checkEvery, c.maxVerdictTokens, c.nCtx, c.threads, c.kvType });
-                return null;
-            });
-        } catch (RuntimeException ex) {
-            g.exec.submit(g::freeNative);
-            g.exec.shutdown();
-            throw ex;
-        }
+        g.worker.start(() -> {
+            g.model = NativeBridge.modelLoad(path.getBytes(StandardCharsets.UTF_8), c.threads, -1);
+            g.guard = NativeBridge.guardNew(g.model, new int[] { c.policy, c.action, c.checkEvery, c.maxVerdictTokens, c.nCtx, c.threads, c.kvType });
+        }, g::freeNative, "interrupted while waiting for the guard");
         return g;
     }
 
@@ -86,25 +66,7 @@ public final class Guard implements AutoCloseable {
 
     private <T> T call(Callable<T> fn) {
         if (closed) throw new KazeiaException(KazeiaException.INVALID_ARG, "the guard is closed");
-        if (Thread.currentThread() == thread) {
-            try { return fn.call(); } catch (RuntimeException e) { throw e; } catch (Exception e) {
-                throw new KazeiaException(KazeiaException.INTERNAL, e.toString());
-            }
-        }
-        Future<T> f;
-        try {
-            f = exec.submit(fn);
-        } catch (java.util.concurrent.RejectedExecutionException e) {
-            throw new KazeiaException(KazeiaException.INVALID_ARG, "the guard is closed");
-        }
-        try {
-            return f.get();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new KazeiaException(KazeiaException.CANCELLED, "interrupted while waiting for the guard");
-        } catch (ExecutionException e) {
-            throw Engine.unwrap(e);
-        }
+        return worker.call(fn, "interrupted while waiting for the guard", "the guard is closed");
     }
 
     private static byte[] utf8(String s) { return (s != null ? s : "").getBytes(StandardCharsets.UTF_8); }
@@ -162,20 +124,11 @@ public final class Guard implements AutoCloseable {
 
     /** Waits for a running check, frees the guard and its model, stops the thread. Idempotent. */
     @Override public void close() {
-        if (Thread.currentThread() == thread) throw new IllegalStateException("Guard.close() from the guard's own thread");
+        if (worker.isCurrent()) throw new IllegalStateException("Guard.close() from the guard's own thread");
         synchronized (this) {
             if (closed) return;
             closed = true;
         }
-        Future<?> f = exec.submit(this::freeNative);
-        exec.shutdown();
-        try {
-            f.get();
-            exec.awaitTermination(1, TimeUnit.MINUTES);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } catch (ExecutionException e) {
-            throw Engine.unwrap(e);
-        }
+        worker.finish(this::freeNative);
     }
 }
