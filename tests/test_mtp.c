@@ -194,8 +194,8 @@ static int gen(kz_model *m, kz_kv_type kv, int mtp_k, int adaptive, float temp, 
 }
 
 static const char *k_prompts[] = {
-    "Write a long story about a lighthouse keeper who counts the waves every night and the ships that pass "
-    "by the rocks, with every detail of the weather, the lamp and the sea birds.",
+    ("Write a long story about a lighthouse keeper who counts the waves every night and the ships that pass "
+     "by the rocks, with every detail of the weather, the lamp and the sea birds."), /* (): one string, for clang */
     "List numbers, colours and animals: one two three four five six seven, red green blue, cat dog horse cow.",
     "Explain in French: pourquoi le ciel est-il bleu, et pourquoi les couchers de soleil sont-ils rouges ?",
 };
