@@ -150,16 +150,6 @@ out:
 
 /* ---- kz_generate: speculative == plain ---- */
 
-typedef struct {
-    int n, stop_at;
-} cb_state;
-static int on_piece(const char *s, size_t n, void *ud) {
-    (void)s;
-    (void)n;
-    cb_state *c = ud;
-    return ++c->n == c->stop_at;
-}
-
 /* drafts from the plain run's tokens (ref, the whole history of that run), wrong now and then */
 typedef struct {
     const int32_t *ref;
@@ -179,35 +169,22 @@ static int32_t oracle(void *ud, const int32_t *hist, int n_hist, int32_t tok, in
  * *hist (malloc'd), its length returned, or -1 */
 static int gen(kz_model *m, kz_kv_type kv, int mtp_k, int adaptive, float temp, const char *user, int max_tok,
                int stop_at, int32_t **hist, kz_mtp_stats *ms, int resume, oracle_t *orc) {
-    kz_context_params p = kz_context_default_params();
-    p.n_ctx = 1400;
-    p.n_batch = 16;
-    p.n_threads = 2;
-    p.kv_type = kv;
-    p.temperature = temp;
-    p.seed = 1234;
-    char err[256];
-    kz_context *c = kz_context_new(m, &p, err, sizeof err);
-    if (!c) { fprintf(stderr, "context: %s\n", err); return -1; }
-    kz_mtp_params mp = kz_mtp_default_params();
-    mp.enabled = mtp_k > 0;
-    mp.max_draft = mtp_k > 0 ? mtp_k : 1;
-    mp.adaptive = adaptive;
-    if (kz_context_set_mtp(c, &mp)) { fprintf(stderr, "set_mtp: %s\n", kz_context_error(c)); return -1; }
+    if (ms) memset(ms, 0, sizeof *ms); /* a gen that fails reports no verify */
+    kz_context *c = kt_mtp_context(m, (kt_mtp_cfg){.n_ctx = 1400, .n_batch = 16, .kv = kv, .temperature = temp,
+                                                   .seed = 1234, .k = mtp_k, .adaptive = adaptive});
+    if (!c) return -1;
     if (orc) kz_spec_set_oracle(c, oracle, orc);
-    cb_state cs = {0, stop_at};
+    kt_stop_at cs = {0, stop_at};
     kz_stats st;
-    int rc = kz_generate(c, "You are terse.", user, max_tok, on_piece, &cs, &st);
+    int rc = kz_generate(c, "You are terse.", user, max_tok, kt_stop_at_piece, &cs, &st);
     if (rc == 0 && resume) { /* continue the conversation: prefix reuse of everything so far */
         cs.stop_at = 0;
-        rc = kz_generate(c, "You are terse.", user, max_tok, on_piece, &cs, &st);
+        rc = kz_generate(c, "You are terse.", user, max_tok, kt_stop_at_piece, &cs, &st);
     }
     int n = -1;
     if (rc == 0) {
-        const int32_t *h = kz_context_history(c, &n);
-        *hist = malloc((size_t)(n + 1) * sizeof **hist);
-        memcpy(*hist, h, (size_t)n * sizeof **hist);
-        (*hist)[n] = st.n_gen; /* the last sampled token is not in the history: compare counts */
+        n = kt_history(c, 1, hist);
+        if (n >= 0) (*hist)[n] = st.n_gen; /* the last sampled token is not in the history: compare counts */
     } else {
         fprintf(stderr, "generate: %s\n", kz_context_error(c));
     }
@@ -217,8 +194,8 @@ static int gen(kz_model *m, kz_kv_type kv, int mtp_k, int adaptive, float temp, 
 }
 
 static const char *k_prompts[] = {
-    "Write a long story about a lighthouse keeper who counts the waves every night and the ships that pass "
-    "by the rocks, with every detail of the weather, the lamp and the sea birds.",
+    ("Write a long story about a lighthouse keeper who counts the waves every night and the ships that pass "
+     "by the rocks, with every detail of the weather, the lamp and the sea birds."), /* (): one string, for clang */
     "List numbers, colours and animals: one two three four five six seven, red green blue, cat dog horse cow.",
     "Explain in French: pourquoi le ciel est-il bleu, et pourquoi les couchers de soleil sont-ils rouges ?",
 };

@@ -41,18 +41,9 @@ static int count(const char *s, size_t n, void *ud) {
 
 /* greedy generation; with costs: MTP adaptive k <= 3 with the oracle. Returns the history length */
 static int gen(kz_model *m, const double *costs, oracle_t *o, int32_t **hist, kz_mtp_stats *ms) {
-    kz_context_params p = kz_context_default_params();
-    p.n_ctx = 1024;
-    p.n_threads = 2;
-    p.temperature = 0.0f;
-    char err[256];
-    kz_context *c = kz_context_new(m, &p, err, sizeof err);
-    if (!c) { fprintf(stderr, "context: %s\n", err); return -1; }
-    kz_mtp_params mp = kz_mtp_default_params();
-    mp.enabled = costs != NULL;
-    mp.max_draft = 3;
-    mp.adaptive = 1;
-    CHECK(kz_context_set_mtp(c, &mp) == 0);
+    if (ms) memset(ms, 0, sizeof *ms); /* a gen that fails reports no verify */
+    kz_context *c = kt_mtp_context(m, (kt_mtp_cfg){.n_ctx = 1024, .kv = KZ_KV_F16, .k = costs ? 3 : 0, .adaptive = 1});
+    if (!c) return -1;
     if (costs) {
         CHECK(kz_spec_set_oracle(c, oracle, o) == 0);
         CHECK(kz_spec_set_costs(c, costs[0], costs, 4) == 0);
@@ -60,9 +51,7 @@ static int gen(kz_model *m, const double *costs, oracle_t *o, int32_t **hist, kz
     kz_stats st;
     int n = -1;
     if (kz_generate(c, NULL, "Count the waves and the ships, one by one, all night long.", NGEN, count, NULL, &st) == 0) {
-        const int32_t *h = kz_context_history(c, &n);
-        *hist = malloc((size_t)n * sizeof **hist);
-        memcpy(*hist, h, (size_t)n * sizeof **hist);
+        n = kt_history(c, 0, hist);
     } else {
         fprintf(stderr, "generate: %s\n", kz_context_error(c));
     }
