@@ -13,8 +13,8 @@
 #   - test_ops on `-cpu max` (the NEON build of the float row ops and decode kernels), and
 #     test_gdn_chunk (the GDN decode step of every level = the plain one, bit for bit).
 # Installs the Debian cross toolchain and qemu-user when missing. Prints
-# 'arm64: N passed, N failed' and exits non-zero on any failure. About 2-3 minutes.
-#   KZ_ARM64_JOBS=N   make -j (default 2)
+# 'arm64: N passed, N failed' and exits non-zero on any failure. About 15 minutes on 2 cores.
+#   KZ_ARM64_JOBS=N   make -j (default 2); KZ_ARM64_PAR=N   emulators at a time (default 2)
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -55,18 +55,40 @@ if grep -q "warning:" /tmp/kz-arm64-build.log; then
 fi
 
 pass=0; fail=0; failed=()
-run() { # run NAME CPU ENV... -- BINARY
+PAR=${KZ_ARM64_PAR:-2}
+RES=$(mktemp -d)
+trap 'rm -rf "$RES"' EXIT
+started=()
+# run NAME CPU ENV... -- BINARY: starts it under qemu, PAR at a time (each run is one
+# single-threaded emulator); `collect` waits for the started runs and reports them in order
+run() {
   local name=$1 cpu=$2; shift 2
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local t0=$SECONDS log="/tmp/kz-arm64-$name.log"
-  # a hang under emulation must fail within minutes, not eat the CI budget
-  if timeout -k 10 "${KZ_ARM64_TIMEOUT:-600}" env "${envs[@]}" qemu-aarch64 -cpu "$cpu" -L "$SYSROOT" "$@" >"$log" 2>&1; then
-    pass=$((pass + 1)); echo "  ok   $name ($((SECONDS - t0)) s)"
-  else
-    fail=$((fail + 1)); failed+=("$name"); echo "  FAIL $name ($((SECONDS - t0)) s), log: $log"; tail -20 "$log"
-  fi
+  while [ "$(jobs -rp | wc -l)" -ge "$PAR" ]; do wait -n; done
+  started+=("$name")
+  (
+    t0=$SECONDS
+    # a hang under emulation must fail within minutes, not eat the CI budget
+    if timeout -k 10 "${KZ_ARM64_TIMEOUT:-600}" env "${envs[@]}" qemu-aarch64 -cpu "$cpu" -L "$SYSROOT" "$@" \
+         >"/tmp/kz-arm64-$name.log" 2>&1; then r=ok; else r=FAIL; fi
+    echo "$r $((SECONDS - t0))" >"$RES/$name"
+  ) &
+}
+collect() {
+  wait
+  local name r secs
+  for name in "${started[@]}"; do
+    read -r r secs <"$RES/$name" || { r=FAIL; secs=?; }
+    if [ "$r" = ok ]; then
+      pass=$((pass + 1)); echo "  ok   $name ($secs s)"
+    else
+      fail=$((fail + 1)); failed+=("$name"); echo "  FAIL $name ($secs s), log: /tmp/kz-arm64-$name.log"
+      tail -20 "/tmp/kz-arm64-$name.log"
+    fi
+  done
+  started=()
 }
 
 for isa in scalar neon dotprod i8mm; do
@@ -96,6 +118,7 @@ for isa in neon dotprod i8mm; do  # MTP verify batches = plain decoding, bit for
 done
 run test_simd-cortex-a76 cortex-a76 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
 run test_simd-cortex-a53 cortex-a53 KZ_TEST_SMALL=1 -- "$BUILD/test_simd"
+collect
 # the levels each emulated CPU must have reported (detection must not over- or under-claim)
 for cpu_want in "max:neon dotprod i8mm" "cortex-a76:neon dotprod" "cortex-a53:neon"; do
   cpu=${cpu_want%%:*}; want=${cpu_want#*:}
@@ -116,6 +139,7 @@ if CFLAGS=-Werror make -s CC="clang --target=aarch64-linux-gnu" BUILD="$CB" -j"$
   pass=$((pass + 1)); echo "  ok   clang-build (-Werror)"
   run test_simd-clang max KZ_TEST_SMALL=1 -- "$CB/test_simd"
   run test_quant_legacy-clang max KZ_TEST_SMALL=1 -- "$CB/test_quant_legacy"
+  collect
 else
   fail=$((fail + 1)); failed+=(clang-build); echo "  FAIL clang-build, log: /tmp/kz-arm64-clang.log"
   tail -20 /tmp/kz-arm64-clang.log
