@@ -72,6 +72,9 @@ static void model_terms(const kz_model *m, int pack, kz_memory_report *r) {
         if (g->kv[i].strs) heap += g->kv[i].n * sizeof(kz_str);
     }
     heap += kz_tok_mem_bytes(m->tok) + (uint64_t)m->hp.n_layer * sizeof(kz_layer) + sizeof *m;
+    /* each span was rounded out to whole pages, so neighbours can count a page twice: the
+     * resident pages of a file are at most its own (an unpacked tiny model went ~2 KB over) */
+    if (file > round_up(g->size, PAGE)) file = round_up(g->size, PAGE);
     r->file_bytes = g->size;
     r->weights_file = file;
     r->weights_repacked = round_up(anon, PAGE);
