@@ -354,7 +354,10 @@ static void test_cancel_prefill(kz_model *m, const char *arch) {
     static char user[8192];
     static int32_t ref[MAXT], h[MAXT];
     size_t ul = 0;
-    for (int i = 0; ul + 64 < sizeof user && i < 14; i++)
+    /* ~590 tokens natively; under qemu (KZ_TEST_QEMU) a prefill is ~50x slower, so a third of
+     * that still gives the cancels milliseconds to land in, at a third of the CI time */
+    const int qemu = getenv("KZ_TEST_QEMU") != NULL, lines = qemu ? 5 : 14;
+    for (int i = 0; ul + 64 < sizeof user && i < lines; i++)
         ul += (size_t)snprintf(user + ul, sizeof user - ul, "Line %d: the tide keeps time, %d gulls. ", i, 7 * i + 3);
     kz_context_params p = kz_context_default_params();
     p.n_ctx = 2048;
@@ -372,7 +375,7 @@ static void test_cancel_prefill(kz_model *m, const char *arch) {
     CHECKF(rg == 0, "%s: %s", arch, kz_context_error(c));
     const int n_prompt = st.n_prompt, sys_len = sys_block_len(m);
     const double t_pf = st.t_prefill_ms;
-    CHECK(n_prompt > 300 && sys_len > 0);
+    CHECK(n_prompt > (qemu ? 150 : 300) && sys_len > 0);
     int mid = 0, trials = 0;
     double worst_lat = 0;
     for (int k = 1; k <= 4; k++) {
