@@ -18,7 +18,7 @@ static void logits_usage(FILE *f) {
             "  --n-batch B     max tokens per forward chunk (default 512)\n"
             "  --ctx N         context size (default: number of tokens)\n"
             "  --profile       per-part time breakdown of the prefill on stderr\n"
-            "  --no-repack     keep Q4_0 weights zero-copy (default: 16-row repack at load on AVX-512 VNNI)\n"
+            "  --no-repack     keep Q4_0 weights zero-copy (default: 16-row repack at load on AVX2/AVX-512/dotprod)\n"
             "Writes float32 little-endian logits [n_tokens][n_vocab] to OUT.bin.\n");
 }
 

@@ -67,7 +67,8 @@ static void bench_usage(FILE *f) {
             "                   kernels and dispatch, no attention/GDN/norms), each between two read-bandwidth\n"
             "                   samples of --membw-sample-mib MiB; %% of the samples per part\n"
             "  --no-repack      keep Q4_0 weights zero-copy (mmap): no 16-row repack at load (the default\n"
-            "                   repacks where an AVX-512 VNNI kernel exists; --repack says so explicitly)\n"
+            "                   repacks where a packed kernel exists: AVX2, AVX-512 VNNI, ARM64 dotprod; --repack\n"
+            "                   says so explicitly)\n"
             "Decode is measured right after the prefill (depth p). Peak RSS excludes the bandwidth\n"
             "buffers.\n");
 }

@@ -116,6 +116,7 @@ kz_gemm_q4_0_16x4_fn kz_gemm_q4_0_16x4_get_isa(int isa) {
      * (docs/PERFORMANCE.md), so it is off on AMD. */
     if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512))
         return kz_cpu_features_get()->amd ? kz_avx512_gemm_q4_0_16x4_nopf : kz_avx512_gemm_q4_0_16x4;
+    if (isa == KZ_ISA_AVX2 && kz_isa_available(KZ_ISA_AVX2)) return kz_avx2_gemm_q4_0_16x4;
 #endif
 #if defined(__aarch64__)
     if (isa == KZ_ISA_DOTPROD && kz_isa_available(KZ_ISA_DOTPROD)) return kz_dotprod_gemm_q4_0_16x4;
@@ -148,6 +149,8 @@ kz_gemv_q4_0_16x4 kz_gemv_q4_0_16x4_get_isa(int isa) {
         g.gemv = amd ? kz_avx512_gemv_q4_0_16x4_nopf : kz_avx512_gemv_q4_0_16x4;
         g.thin = kz_avx512_thin_q4_0_16x4;
         g.unit_rows = amd ? 16 : 32; /* the prefetching GEMV pairs its groups (x86/b32.c) */
+    } else if (isa == KZ_ISA_AVX2 && kz_isa_available(KZ_ISA_AVX2)) {
+        g = (kz_gemv_q4_0_16x4){kz_avx2_q8_0_corr, kz_avx2_gemv_q4_0_16x4, kz_avx2_thin_q4_0_16x4, 16};
     }
 #endif
     (void)isa;
