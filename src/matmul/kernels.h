@@ -41,7 +41,7 @@ KZ_ISA_DG(avx2, f32) KZ_ISA_DG(avx2, f16) KZ_ISA_DG(avx2, bf16)
  * VPDPWSSD; Q2_K/Q3_K/IQ4_XS: AVX2's) */
 KZ_ISA_B32(avx2) KZ_ISA_K(avx2) KZ_ISA_K2(avx2)
 /* x86/q4_0_16x4_avx2.c: AVX2 kernels over q4_0_16x4 rows (as the AVX-512 ones below: the gemm,
- * the block terms of a Q8_0 row, the one-token GEMV and the 2-4 token thin gemm taking them) */
+ * the block terms of a Q8_0 row (AVX-512's too), the one-token GEMV and the 2-4 token thin gemm taking them) */
 KZ_ISA_GEMM_16X4(kz_avx2_gemm_q4_0_16x4)
 void kz_avx2_q8_0_corr(const void *act, int64_t n, int32_t *corr);
 void kz_avx2_gemv_q4_0_16x4(int64_t n, const void *pk, int64_t n_rows, const void *act, const int32_t *corr, float *y);
@@ -52,8 +52,8 @@ KZ_ISA_B32(avx512) KZ_ISA_K(avx512)
 KZ_ISA_GEMM_16X4(kz_avx512_gemm_q4_0_16x4)
 /* the same without the decode GEMV's software prefetch (same bits; chosen on AMD, see traits.c) */
 KZ_ISA_GEMM_16X4(kz_avx512_gemm_q4_0_16x4_nopf)
-/* the one-token GEMV of those two with the activation's block corrections given (kz_gemv_q4_0_16x4) */
-void kz_avx512_q8_0_corr(const void *act, int64_t n, int32_t *corr);
+/* the one-token GEMV of those two with the activation's block corrections given (kz_gemv_q4_0_16x4,
+ * made by kz_avx2_q8_0_corr) */
 void kz_avx512_gemv_q4_0_16x4(int64_t n, const void *pk, int64_t n_rows, const void *act, const int32_t *corr,
                               float *y);
 void kz_avx512_gemv_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t n_rows, const void *act,

@@ -145,7 +145,7 @@ kz_gemv_q4_0_16x4 kz_gemv_q4_0_16x4_get_isa(int isa) {
 #if defined(__x86_64__)
     if (isa == KZ_ISA_AVX512 && kz_isa_available(KZ_ISA_AVX512)) { /* the prefetch choice as above */
         const int amd = kz_cpu_features_get()->amd;
-        g.prep = kz_avx512_q8_0_corr;
+        g.prep = kz_avx2_q8_0_corr; /* the same exact integers */
         g.gemv = amd ? kz_avx512_gemv_q4_0_16x4_nopf : kz_avx512_gemv_q4_0_16x4;
         g.thin = kz_avx512_thin_q4_0_16x4;
         g.unit_rows = amd ? 16 : 32; /* the prefetching GEMV pairs its groups (x86/b32.c) */

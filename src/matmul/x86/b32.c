@@ -34,20 +34,6 @@
 #define LANE_PF_PAIR 4096
 #endif
 
-T_AVX512 KZ_INL int32_t lane_corr(const uint8_t *ab) {
-    const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(ab + 2)), _mm256_set1_epi8((char)0x80));
-    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
-    __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    h = _mm_add_epi64(h, _mm_unpackhi_epi64(h, h));
-    return -8 * (_mm_cvtsi128_si32(h) - 32 * 128);
-}
-
-static inline int32_t ld32(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 T_AVX512 KZ_INL void lane_tile(int nbc, const uint8_t *pk, const uint8_t *const ap[8], const int32_t *const cp[8],
                              const float *const dp[8], __m512 acc[8]) {
     const __m512i m = _mm512_set1_epi8(15);
@@ -65,14 +51,14 @@ T_AVX512 KZ_INL void lane_tile(int nbc, const uint8_t *pk, const uint8_t *const 
         for (int t = 0; t < 8; t++) {
             const uint8_t *ab = ap[t] + (size_t)b * 34;
             __m512i s = _mm512_set1_epi32(cp[t][b]), s1 = _mm512_setzero_si512();
-            s = _mm512_dpbusd_epi32(s, wl[0], _mm512_set1_epi32(ld32(ab + 2)));
-            s1 = _mm512_dpbusd_epi32(s1, wl[1], _mm512_set1_epi32(ld32(ab + 6)));
-            s = _mm512_dpbusd_epi32(s, wl[2], _mm512_set1_epi32(ld32(ab + 10)));
-            s1 = _mm512_dpbusd_epi32(s1, wl[3], _mm512_set1_epi32(ld32(ab + 14)));
-            s = _mm512_dpbusd_epi32(s, wh[0], _mm512_set1_epi32(ld32(ab + 18)));
-            s1 = _mm512_dpbusd_epi32(s1, wh[1], _mm512_set1_epi32(ld32(ab + 22)));
-            s = _mm512_dpbusd_epi32(s, wh[2], _mm512_set1_epi32(ld32(ab + 26)));
-            s1 = _mm512_dpbusd_epi32(s1, wh[3], _mm512_set1_epi32(ld32(ab + 30)));
+            s = _mm512_dpbusd_epi32(s, wl[0], _mm512_set1_epi32(x86_ld32(ab + 2)));
+            s1 = _mm512_dpbusd_epi32(s1, wl[1], _mm512_set1_epi32(x86_ld32(ab + 6)));
+            s = _mm512_dpbusd_epi32(s, wl[2], _mm512_set1_epi32(x86_ld32(ab + 10)));
+            s1 = _mm512_dpbusd_epi32(s1, wl[3], _mm512_set1_epi32(x86_ld32(ab + 14)));
+            s = _mm512_dpbusd_epi32(s, wh[0], _mm512_set1_epi32(x86_ld32(ab + 18)));
+            s1 = _mm512_dpbusd_epi32(s1, wh[1], _mm512_set1_epi32(x86_ld32(ab + 22)));
+            s = _mm512_dpbusd_epi32(s, wh[2], _mm512_set1_epi32(x86_ld32(ab + 26)));
+            s1 = _mm512_dpbusd_epi32(s1, wh[3], _mm512_set1_epi32(x86_ld32(ab + 30)));
             s = _mm512_add_epi32(s, s1);
             /* d_a precomputed as a float beside the corrections: a broadcast load, not a convert */
             const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(dp[t][b]));
@@ -97,7 +83,7 @@ T_AVX512 static void lane_gemm_q4_0(int64_t n, const uint8_t *w, size_t ws, int6
             for (int t = 0; t < ntg; t++) {
                 const uint8_t *at = a + (size_t)(tg + t) * as + (size_t)b0 * 34;
                 for (int b = 0; b < nbc; b++) {
-                    corr[t * LANE_CH + b] = lane_corr(at + (size_t)b * 34);
+                    corr[t * LANE_CH + b] = x86_q8_0_corr(at + (size_t)b * 34);
                     dact[t * LANE_CH + b] = _cvtsh_ss(ld16(at + (size_t)b * 34));
                 }
             }
@@ -221,7 +207,7 @@ T_AVX512 KZ_INL void lane_gemv_16x4_body(int64_t nb, const uint8_t *pk, int64_t 
         const int nbc = nb - b0 < LANE_GEMV_NB ? (int)(nb - b0) : LANE_GEMV_NB;
         const int32_t *corr = corr_in ? corr_in + b0 : corr_buf;
         if (!corr_in)
-            for (int b = 0; b < nbc; b++) corr_buf[b] = lane_corr(a + (size_t)(b0 + b) * 34);
+            for (int b = 0; b < nbc; b++) corr_buf[b] = x86_q8_0_corr(a + (size_t)(b0 + b) * 34);
         int64_t g = 0;
         if (pf && LANE_PF)
             for (; g + 2 <= ng; g += 2) {
@@ -263,13 +249,6 @@ T_AVX512 KZ_INL void lane_gemv_16x4_body(int64_t nb, const uint8_t *pk, int64_t 
     }
 }
 
-/* the corrections of one Q8_0 activation row (-8 x the sum of each block's quants), which the
- * GEMV needs per block: computed once per decode dispatch (kz_gemv_q4_0_16x4) instead of once per
- * kernel call - a thread makes ~5-20 calls per matrix (its run in shrinking pieces, then steals) */
-T_AVX512 void kz_avx512_q8_0_corr(const void *act, int64_t n, int32_t *corr) {
-    const uint8_t *a = act;
-    for (int64_t b = 0; b < n / 32; b++) corr[b] = lane_corr(a + (size_t)b * 34);
-}
 T_AVX512 void kz_avx512_gemv_q4_0_16x4(int64_t n, const void *pk, int64_t nr, const void *a, const int32_t *corr,
                                       float *y) {
     lane_gemv_16x4_body(n / 32, pk, nr, a, y, corr, 1);
@@ -284,25 +263,18 @@ T_AVX512 void kz_avx512_gemv_q4_0_16x4_nopf(int64_t n, const void *pk, int64_t n
  * memory), so the weights stream once for all T tokens as in the GEMV. Per lane and token the
  * same exact integer block dot and float step acc += (float)sumi * (d_w * d_a) as the GEMV:
  * each token's row equals its one-token result bit for bit. T a constant after inlining. */
-#define LANE_THIN_MAX 4
 T_AVX512 KZ_INL void lane_thin_16x4_body(const int T, int64_t nb, const uint8_t *pk, int64_t nr, const uint8_t *a,
                                          size_t as, const int32_t *aux, float *y, int64_t ldy, const int pf) {
-    /* token-minor, so one block's terms of all tokens share a cache line */
-    int32_t corr[LANE_GEMV_NB][LANE_THIN_MAX];
-    float da[LANE_GEMV_NB][LANE_THIN_MAX];
+    int32_t corr[LANE_GEMV_NB][X86_THIN_MAX];
+    float da[LANE_GEMV_NB][X86_THIN_MAX];
     const __m512i ml = _mm512_set1_epi8(0x0f);
     const int64_t ng = nr / 16, gs = nb * 288;
     for (int64_t b0 = 0; b0 < nb; b0 += LANE_GEMV_NB) {
         const int nbc = nb - b0 < LANE_GEMV_NB ? (int)(nb - b0) : LANE_GEMV_NB;
-        for (int t = 0; t < T; t++)
-            for (int b = 0; b < nbc; b++) {
-                const uint8_t *ab = a + (size_t)t * as + (size_t)(b0 + b) * 34;
-                corr[b][t] = aux ? aux[(size_t)t * (size_t)nb + (size_t)(b0 + b)] : lane_corr(ab);
-                da[b][t] = _cvtsh_ss(ld16(ab));
-            }
+        x86_thin_terms(T, nb, b0, nbc, a, as, aux, corr, da);
         for (int64_t g = 0; g < ng; g++) {
             const uint8_t *p = pk + (size_t)(g * gs + b0 * 288);
-            __m512 acc[LANE_THIN_MAX];
+            __m512 acc[X86_THIN_MAX];
             KZ_UNROLL(4)
             for (int t = 0; t < T; t++) acc[t] = b0 ? _mm512_loadu_ps(y + t * ldy + 16 * g) : _mm512_setzero_ps();
             for (int b = 0; b < nbc; b++, p += 288) {
@@ -325,8 +297,8 @@ T_AVX512 KZ_INL void lane_thin_16x4_body(const int T, int64_t nb, const uint8_t 
                     __m512i lo = _mm512_set1_epi32(corr[b][t]), hi = _mm512_setzero_si512();
                     KZ_UNROLL(4)
                     for (int j = 0; j < 4; j++) {
-                        lo = _mm512_dpbusd_epi32(lo, wl[j], _mm512_set1_epi32(ld32(ab + 2 + 4 * j)));
-                        hi = _mm512_dpbusd_epi32(hi, wh[j], _mm512_set1_epi32(ld32(ab + 18 + 4 * j)));
+                        lo = _mm512_dpbusd_epi32(lo, wl[j], _mm512_set1_epi32(x86_ld32(ab + 2 + 4 * j)));
+                        hi = _mm512_dpbusd_epi32(hi, wh[j], _mm512_set1_epi32(x86_ld32(ab + 18 + 4 * j)));
                     }
                     const __m512i sumi = _mm512_add_epi32(lo, hi);
                     const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(da[b][t]));
@@ -339,7 +311,7 @@ T_AVX512 KZ_INL void lane_thin_16x4_body(const int T, int64_t nb, const uint8_t 
     }
 }
 
-/* nt tokens (< 8) in thin passes of up to LANE_THIN_MAX (T fixed per call site, so the tokens'
+/* nt tokens (< 8) in thin passes of up to X86_THIN_MAX (T fixed per call site, so the tokens'
  * accumulators stay in registers); aux: the tokens' block terms (token-major), or NULL */
 T_AVX512 KZ_INL void lane_thin_16x4(int64_t n, const void *pk, int64_t nr, const void *a, size_t as, int64_t nt,
                                     const int32_t *aux, float *y, int64_t ldy, const int pf) {

@@ -37,6 +37,39 @@ T_AVX2 KZ_INL __m256i x86_hsum8(const __m256i p[8]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(h03, h47, 0x20), _mm256_permute2x128_si256(h03, h47, 0x31));
 }
 
+/* 4 bytes at p as an int32 (an activation dword to broadcast) */
+static inline int32_t x86_ld32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* -8 x the sum of the 32 quants of the Q8_0 block at ab: the unsigned-nibble Q4_0 kernels'
+ * exact per-(token, block) correction (SAD of the bytes made unsigned by + 128) */
+T_AVX2 KZ_INL int32_t x86_q8_0_corr(const uint8_t *ab) {
+    const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(ab + 2)), _mm256_set1_epi8((char)0x80));
+    const __m256i s = _mm256_sad_epu8(v, _mm256_setzero_si256());
+    __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi64(h, _mm_unpackhi_epi64(h, h));
+    return -8 * (_mm_cvtsi128_si32(h) - 32 * 128);
+}
+
+/* tokens per pass of the packed thin kernels (AVX2 and AVX-512) */
+#define X86_THIN_MAX 4
+
+/* The per-(block, token) terms a packed thin pass reads, token-minor so one block's terms of
+ * all T tokens share a cache line: blocks [b0, b0 + nbc) of T Q8_0 rows at a (stride as), the
+ * corrections from aux (token t's at aux + t * nb) or computed, and the scales as floats. */
+T_AVX2 KZ_INL void x86_thin_terms(const int T, int64_t nb, int64_t b0, int nbc, const uint8_t *a, size_t as,
+                                  const int32_t *aux, int32_t (*corr)[X86_THIN_MAX], float (*da)[X86_THIN_MAX]) {
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < nbc; b++) {
+            const uint8_t *ab = a + (size_t)t * as + (size_t)(b0 + b) * 34;
+            corr[b][t] = aux ? aux[(size_t)t * (size_t)nb + (size_t)(b0 + b)] : x86_q8_0_corr(ab);
+            da[b][t] = _cvtsh_ss(ld16(ab));
+        }
+}
+
 /* A template's gemm drivers (matmul/simd.h) over its 8x1 tile (one __m256, lane = row) and 4x4
  * tile (acc[j] lane (t & 1) * 4 + r for token 2j + (t & 1)): defines ST8X1 / ST4X4 (the tiles'
  * stores), GEMV (one token) and GEMM. */
